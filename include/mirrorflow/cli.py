@@ -1,0 +1,141 @@
+"""The ``mirrorflow`` command line. Every subcommand calls the library the DAGs call."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from mirrorflow import localcluster
+from mirrorflow.config import FLOW_PROPERTIES, ConfigError, FlowConfig, MirrorConfig, load_config
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+
+
+def _flow_json(flow: FlowConfig, config: MirrorConfig) -> dict:
+    return {
+        "name": flow.name,
+        "source": flow.source,
+        "target": flow.target,
+        "dag_id": flow.dag_id,
+        "source_bootstrap_servers": config.clusters[flow.source].bootstrap_servers,
+        "target_bootstrap_servers": config.clusters[flow.target].bootstrap_servers,
+        "properties": flow.as_properties(),
+    }
+
+
+def _print_flows(config: MirrorConfig, as_json: bool) -> None:
+    flows = config.enabled_flows()
+    if as_json:
+        print(json.dumps({"config": str(config.path), "digest": config.digest,
+                          "flows": [_flow_json(f, config) for f in flows],
+                          "warnings": list(config.warnings)}, indent=2))
+        return
+    print(f"{len(flows)} enabled flow(s) in {config.path}")
+    for flow in flows:
+        print(f"\n{flow.name}  (DAG {flow.dag_id})")
+        for key, value in flow.as_properties().items():
+            marker = "" if key in flow.explicit else "  # default"
+            print(f"  {key} = {value}{marker}")
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    for warning in config.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    _print_flows(config, args.json)
+    return EXIT_OK
+
+
+def cmd_config_reference(args: argparse.Namespace) -> int:
+    """Print every flow property as a Markdown table (the README's reference)."""
+    print("| property | default | origin | meaning |")
+    print("| --- | --- | --- | --- |")
+    for spec in FLOW_PROPERTIES.values():
+        default = spec.default.replace("|", "\\|")
+        print(f"| `{spec.name}` | `{default}` | {spec.origin} | {spec.doc} |")
+    return EXIT_OK
+
+
+def cmd_local(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    state_dir = Path(args.state_dir)
+    if args.action == "up":
+        for broker in localcluster.up(config, state_dir):
+            print(f"{broker.alias}: running on {broker.bootstrap} (pid {broker.pid()}, "
+                  f"log {broker.log_file})")
+    elif args.action == "down":
+        stopped = localcluster.down(config, state_dir)
+        print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    else:
+        for st in localcluster.status(config, state_dir):
+            state = "answering" if st.answering else "not answering"
+            print(f"{st.alias}: {st.bootstrap} pid={st.pid or '-'} {state}")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from mirrorflow.demo import fill_demo_topic
+
+    config = load_config(args.config)
+    for broker in localcluster.up(config, Path(args.state_dir)):
+        print(f"cluster {broker.alias}: {broker.bootstrap}")
+    demo = fill_demo_topic(config, args.topic, args.partitions, args.records)
+    print(f"produced {demo.records} records to {demo.topic!r} ({demo.partitions} partitions) "
+          f"on cluster {demo.cluster!r}\n")
+    _print_flows(config, as_json=False)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mirrorflow", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    config_p = sub.add_parser("config", help="check a config or print the property reference")
+    config_sub = config_p.add_subparsers(dest="config_command", required=True)
+    check = config_sub.add_parser("check", help="print every enabled flow, resolved")
+    check.add_argument("config", help="path to an MM2 properties file")
+    check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.set_defaults(func=cmd_config_check)
+    ref = config_sub.add_parser("reference", help="every flow property with its default")
+    ref.set_defaults(func=cmd_config_reference)
+
+    local = sub.add_parser("local", help="local Tansu brokers for the config's loopback clusters")
+    local.add_argument("action", choices=["up", "down", "status"])
+    local.add_argument("config")
+    local.add_argument("--state-dir", default=str(localcluster.DEFAULT_STATE_DIR))
+    local.set_defaults(func=cmd_local)
+
+    demo = sub.add_parser("demo", help="start local clusters and fill a demo topic")
+    demo.add_argument("config")
+    demo.add_argument("--state-dir", default=str(localcluster.DEFAULT_STATE_DIR))
+    demo.add_argument("--topic", default="orders")
+    demo.add_argument("--partitions", type=int, default=3)
+    demo.add_argument("--records", type=int, default=10_000)
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # Behave like a Unix tool when piped into head: stop quietly, no traceback.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR,
+                        format="%(levelname)s %(name)s: %(message)s")
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except (ConfigError, localcluster.LocalClusterError, ValueError, RuntimeError) as exc:
+        print(f"mirrorflow: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""Shared fixtures. Airflow is pointed at a throw-away home before anything imports it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_AIRFLOW_HOME = tempfile.mkdtemp(prefix="mirrorflow-airflow-")
+os.environ.setdefault("AIRFLOW_HOME", _AIRFLOW_HOME)
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def fixtures() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture
+def two_clusters(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """Two real Tansu brokers, 'a' and 'b', on free loopback ports."""
+    from mirrorflow.localcluster import running_clusters
+
+    with running_clusters(["a", "b"], tmp_path / "brokers") as bootstraps:
+        yield bootstraps
+
+
+def write_config(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

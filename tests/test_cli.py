@@ -1,0 +1,61 @@
+"""`mirrorflow config check`: resolved flows, or one error line and exit status 1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mirrorflow.cli import main
+
+
+def test_check_prints_enabled_flows(fixtures: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["config", "check", str(fixtures / "geo_unidirectional.properties")]) == 0
+    out = capsys.readouterr().out
+    assert "1 enabled flow(s)" in out
+    assert "primary->secondary  (DAG mirror__primary__secondary)" in out
+    assert "  topics = foo.*\n" in out
+    assert "  groups.exclude = console-consumer-.*, connect-.*, __.*  # default" in out
+
+
+def test_check_json(fixtures: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["config", "check", "--json", str(fixtures / "geo_six_clusters.properties")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["flows"]) == 12
+    first = doc["flows"][0]
+    assert first["dag_id"] == "mirror__west-1__west-2"
+    assert first["properties"]["replication.factor"] == "2"
+    assert first["properties"]["emit.heartbeats.enabled"] == "true"
+
+
+def test_check_error_is_one_line_and_exit_1(fixtures: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "mirrorflow.cli", "config", "check",
+         str(fixtures / "geo_enable_misspelt.properties")],
+        capture_output=True, text=True, check=False)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("mirrorflow: error: line 7, property 'primary->secondary.enable'")
+
+
+def test_check_prints_warnings_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "c.properties"
+    path.write_text("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
+                    "a->b.enabled = true\na->b.emit.heartbeat.enabled = false\n")
+    assert main(["config", "check", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: line 5: unknown flow property 'a->b.emit.heartbeat.enabled'" in err
+
+
+def test_reference_lists_every_property(capsys: pytest.CaptureFixture) -> None:
+    from mirrorflow.config import FLOW_PROPERTIES
+
+    assert main(["config", "reference"]) == 0
+    out = capsys.readouterr().out
+    for name in FLOW_PROPERTIES:
+        assert f"| `{name}` |" in out

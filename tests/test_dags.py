@@ -1,0 +1,77 @@
+"""The generated DAGs load in Airflow's DagBag: one per enabled flow, no import errors."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.airflow
+
+
+def dagbag_for(config: Path, dag_folder: Path, monkeypatch: pytest.MonkeyPatch):
+    from airflow.dag_processing.dagbag import DagBag
+
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config))
+    return DagBag(dag_folder=str(dag_folder))
+
+
+def test_default_config_dag(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MIRRORFLOW_CONFIG", raising=False)
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(repo / "dags"))
+    assert bag.import_errors == {}
+    assert list(bag.dags) == ["mirror__primary__backup"]
+    dag = bag.dags["mirror__primary__backup"]
+    assert dag.max_active_runs == 1
+    assert "source:primary" in dag.tags and "target:backup" in dag.tags
+    assert "primary.<topic>" in dag.doc_md
+
+
+def test_twelve_flows_one_dag_each(repo: Path, fixtures: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    started = time.perf_counter()
+    bag = dagbag_for(fixtures / "geo_six_clusters.properties", repo / "dags", monkeypatch)
+    elapsed = time.perf_counter() - started
+    print(f"\nDagBag parse of 12 flows: {elapsed:.3f}s")
+    assert bag.import_errors == {}
+    assert len(bag.dags) == 12
+    for dag in bag.dags.values():
+        assert dag.tags, dag.dag_id
+        assert all(t.retries >= 2 for t in dag.tasks), dag.dag_id
+        assert dag.default_args["retries"] >= 2
+
+
+def test_broken_config_is_one_import_error_naming_the_property(
+        repo: Path, fixtures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    shutil.copy(repo / "dags" / "mirror_flows.py", folder)
+    # Another project's DAG in the same folder keeps working.
+    (folder / "other.py").write_text(
+        "from airflow.sdk import DAG\nwith DAG('other_project', schedule=None, tags=['x']):\n"
+        "    pass\n")
+    bag = dagbag_for(fixtures / "geo_enable_misspelt.properties", folder, monkeypatch)
+    assert list(bag.dags) == ["other_project"]
+    assert len(bag.import_errors) == 1
+    (error,) = bag.import_errors.values()
+    assert "property 'primary->secondary.enable'" in error
+
+
+def test_parsing_imports_no_heavy_modules(repo: Path) -> None:
+    import subprocess
+    import sys
+
+    config = repo / "include" / "config" / "mm2.properties"
+    code = (
+        "import sys, pathlib\n"
+        "from mirrorflow.airflow_dags import build_flow_dags\n"
+        f"build_flow_dags(pathlib.Path({str(config)!r}))\n"
+        "heavy = ('pyspark', 'great_expectations', 'confluent_kafka')\n"
+        "print('HEAVY=' + ','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "HEAVY=\n" in out.stdout + "\n"

