@@ -59,3 +59,9 @@ def test_reference_lists_every_property(capsys: pytest.CaptureFixture) -> None:
     out = capsys.readouterr().out
     for name in FLOW_PROPERTIES:
         assert f"| `{name}` |" in out
+
+
+def test_readme_reference_is_current(repo: Path, capsys: pytest.CaptureFixture) -> None:
+    """The README's property table is the generated one: defaults cannot drift."""
+    assert main(["config", "reference"]) == 0
+    assert capsys.readouterr().out in (repo / "README.md").read_text()
