@@ -92,6 +92,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from mirrorflow.run import run_cycle
+
+    topics = [t.strip() for t in args.topics.split(",")] if args.topics else None
+    result = run_cycle(args.config, args.flow, run_id=args.run_id, master=args.master,
+                       only_topics=topics, max_records=args.max_records)
+    if args.json:
+        print(result.to_json())
+        return EXIT_OK
+    state = "resumed pending plan" if result.resumed else "planned"
+    print(f"{result.flow}: {state} {result.plan_id}; mirrored {result.records} records, "
+          f"{result.bytes} bytes in {result.duration_s:.1f}s")
+    for p in result.partitions:
+        print(f"  {p.topic}[{p.partition}] -> {p.remote_topic}[{p.partition}]: "
+              f"offsets {p.planned_start}..{p.planned_end - 1}, {p.records} written, "
+              f"{p.skipped} already there, downstream {p.first_downstream}..{p.last_downstream}")
+    for gap in result.gaps:
+        print(f"  data loss recorded: {gap['topic']}[{gap['partition']}] offsets "
+              f"{gap['start']}..{gap['end'] - 1}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mirrorflow", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -111,6 +133,16 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("config")
     local.add_argument("--state-dir", default=str(localcluster.DEFAULT_STATE_DIR))
     local.set_defaults(func=cmd_local)
+
+    run = sub.add_parser("run", help="one replication cycle of a flow: plan, Spark job, commit")
+    run.add_argument("config")
+    run.add_argument("--flow", required=True, help="SOURCE->TARGET")
+    run.add_argument("--json", action="store_true")
+    run.add_argument("--run-id", help="an id for the run (default: manual__<time>)")
+    run.add_argument("--master", help="Spark master (default: mirrorflow.spark.master)")
+    run.add_argument("--topics", help="only these source topics (comma-separated)")
+    run.add_argument("--max-records", type=int, help="cap records per partition this run")
+    run.set_defaults(func=cmd_run)
 
     demo = sub.add_parser("demo", help="start local clusters and fill a demo topic")
     demo.add_argument("config")

@@ -83,7 +83,8 @@ def consumer(cluster: ClusterConfig, **extra: Any):
 
 
 def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,
-                 replication_factor: int = 1, timeout: float = 15.0) -> bool:
+                 replication_factor: int = 1, timeout: float = 15.0,
+                 config: dict[str, str] | None = None) -> bool:
     """Create ``topic`` unless it exists. Returns True when this call created it."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
@@ -92,7 +93,8 @@ def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,
     if topic in admin.list_topics(timeout=timeout).topics:
         return False
     future = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
+        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
+                  config=config or {})],
         operation_timeout=timeout,
     )[topic]
     try:

@@ -1,0 +1,287 @@
+"""Planning a run: which offset ranges of which source partitions to mirror.
+
+A plan is stored on the target cluster before any record moves, in the compacted topic
+``mirrorflow-plans.{source}.internal``. While a plan is pending (not yet committed), every
+new attempt, whether an Airflow retry or the next ``mirrorflow run``, finishes that same
+plan instead of making a new one. So the ranges a retry reads are exactly the ranges the
+failed attempt read, and each range's ``target_start`` (the remote partition's end when the
+plan was made, i.e. while the target held exactly the committed data) tells the writer
+where this plan's records begin on the target.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+from mirrorflow import clients
+from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.internal_topics import CompactedTopic
+from mirrorflow.offsets import OffsetStore
+from mirrorflow.watermarks import probe_watermarks
+
+log = logging.getLogger(__name__)
+
+TopicPart = tuple[str, int]
+PENDING_KEY = b"pending"
+KEEP_PLANS = 20
+
+
+class PlanError(RuntimeError):
+    """The run cannot be planned; the message names the topic, partition or cluster."""
+
+
+class DataLossError(PlanError):
+    """Records not yet mirrored were removed from the source (retention, truncation)."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """Upstream offsets [start, end) of one source partition, and where they go."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    remote_topic: str
+    target_start: int
+
+    @property
+    def size(self) -> int:
+        """Offsets in the range (records, plus any gaps of compaction or markers)."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Offsets [start, end) that retention removed before they were mirrored."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One run's ranges, stored before any record moves."""
+
+    plan_id: str
+    flow: str
+    run_id: str
+    created_ms: int
+    config_digest: str
+    ranges: tuple[Range, ...]
+    gaps: tuple[Gap, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Plan:
+        doc = json.loads(text)
+        return cls(
+            plan_id=doc["plan_id"], flow=doc["flow"], run_id=doc["run_id"],
+            created_ms=doc["created_ms"], config_digest=doc["config_digest"],
+            ranges=tuple(Range(**r) for r in doc["ranges"]),
+            gaps=tuple(Gap(**g) for g in doc.get("gaps", ())),
+        )
+
+    @property
+    def positions(self) -> dict[TopicPart, int]:
+        """Positions to commit once the plan is mirrored: the last offset of every range,
+        or the last offset of a recorded gap where nothing was left to mirror after it."""
+        positions = {(g.topic, g.partition): g.end - 1 for g in self.gaps}
+        positions.update({(r.topic, r.partition): r.end - 1 for r in self.ranges})
+        return positions
+
+
+def plans_topic(source_alias: str) -> str:
+    return f"mirrorflow-plans.{source_alias}.internal"
+
+
+class PlanStore:
+    """Plans and their results, on the target cluster, per source cluster."""
+
+    def __init__(self, config: MirrorConfig, flow: FlowConfig):
+        self.topic = CompactedTopic(config.cluster(flow.target), plans_topic(flow.source), 1,
+                                    flow.get("replication.factor"))
+
+    def pending(self) -> Plan | None:
+        entries = self.topic.read()
+        plan_id = entries.get(PENDING_KEY)
+        if plan_id is None:
+            return None
+        text = entries.get(b"plan/" + plan_id)
+        if text is None:
+            log.warning("%s: pending plan %s has no record; planning anew",
+                        self.topic.topic, plan_id.decode())
+            return None
+        return Plan.from_json(text)
+
+    def save(self, plan: Plan) -> None:
+        """Store the plan and mark it pending, in that order."""
+        self.topic.ensure()
+        self.topic.write([(b"plan/" + plan.plan_id.encode(), plan.to_json().encode()),
+                          (PENDING_KEY, plan.plan_id.encode())])
+
+    def load(self, plan_id: str) -> Plan:
+        text = self.topic.read().get(b"plan/" + plan_id.encode())
+        if text is None:
+            raise PlanError(f"plan {plan_id!r} is not in {self.topic.topic} on cluster "
+                            f"{self.topic.cluster.alias!r}")
+        return Plan.from_json(text)
+
+    def save_result(self, plan_id: str, result: dict) -> None:
+        self.topic.write([(b"result/" + plan_id.encode(), json.dumps(result).encode())])
+
+    def result(self, plan_id: str) -> dict | None:
+        text = self.topic.read().get(b"result/" + plan_id.encode())
+        return json.loads(text) if text is not None else None
+
+    def mark_committed(self, plan: Plan) -> None:
+        """Clear the pending mark and drop all but the newest plans and results."""
+        entries = self.topic.read()
+        plans = sorted(
+            (Plan.from_json(v) for k, v in entries.items() if k.startswith(b"plan/")),
+            key=lambda p: p.created_ms)
+        old = [p.plan_id.encode() for p in plans[:-KEEP_PLANS]]
+        self.topic.write([(PENDING_KEY, None)]
+                         + [(b"plan/" + i, None) for i in old]
+                         + [(b"result/" + i, None) for i in old])
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def discover_topics(config: MirrorConfig, flow: FlowConfig) -> dict[str, int]:
+    """Source topics the flow mirrors, with their partition counts."""
+    source = config.cluster(flow.source)
+    try:
+        metadata = clients.admin_client(source).list_topics(timeout=20)
+    except Exception as exc:
+        raise PlanError(f"source cluster {flow.source!r} ({source.bootstrap_servers}) is not "
+                        f"reachable: {exc}") from None
+    selected = flow.topic_filter().select(metadata.topics)
+    return {t: len(metadata.topics[t].partitions) for t in selected
+            if metadata.topics[t].error is None}
+
+
+def _topic_configs(config: MirrorConfig, flow: FlowConfig, topics: Iterable[str]) -> dict:
+    """Non-default source topic configs to copy, minus ``config.properties.exclude``."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    from mirrorflow.policy import compile_pattern_list
+
+    exclude = compile_pattern_list(flow.get("config.properties.exclude"))
+    admin = clients.admin_client(config.cluster(flow.source))
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+    out: dict[str, dict[str, str]] = {}
+    for resource, future in admin.describe_configs(resources).items():
+        entries = future.result(timeout=20)
+        out[resource.name] = {
+            name: entry.value for name, entry in entries.items()
+            if not entry.is_default and entry.value is not None and not exclude.fullmatch(name)
+        }
+    return out
+
+
+def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig,
+                         topics: dict[str, int]) -> dict[str, str]:
+    """Create missing remote topics (same partition count); source topic -> remote topic."""
+    from confluent_kafka.admin import NewTopic
+
+    policy = flow.policy()
+    remote = {t: policy.format_remote_topic(flow.source, t) for t in topics}
+    target = config.cluster(flow.target)
+    admin = clients.admin_client(target)
+    existing = admin.list_topics(timeout=20).topics
+    for topic, name in remote.items():
+        if name in existing and len(existing[name].partitions) < topics[topic]:
+            raise PlanError(
+                f"remote topic {name!r} on cluster {flow.target!r} has "
+                f"{len(existing[name].partitions)} partitions, source topic {topic!r} has "
+                f"{topics[topic]}; add partitions to the remote topic first")
+    missing = [t for t in topics if remote[t] not in existing]
+    if not missing:
+        return remote
+    configs = (_topic_configs(config, flow, missing)
+               if flow.get("sync.topic.configs.enabled") else {})
+    new = [NewTopic(remote[t], num_partitions=topics[t],
+                    replication_factor=flow.get("replication.factor"),
+                    config=configs.get(t, {})) for t in missing]
+    for name, future in admin.create_topics(new, operation_timeout=30).items():
+        try:
+            future.result(timeout=30)
+        except Exception as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise PlanError(f"cannot create remote topic {name!r} on cluster "
+                                f"{flow.target!r}: {exc}") from None
+    log.info("created remote topics on %s: %s", flow.target, ", ".join(remote[t] for t in missing))
+    return remote
+
+
+def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
+               only_topics: Iterable[str] | None = None,
+               max_records: int | None = None) -> Plan:
+    """Plan every source partition from its committed position to its true end."""
+    topics = discover_topics(config, flow)
+    if only_topics is not None:
+        wanted = set(only_topics)
+        topics = {t: n for t, n in topics.items() if t in wanted}
+    remote = ensure_remote_topics(config, flow, topics)
+    cap = min(max_records or flow.get("mirrorflow.max.records.per.partition"),
+              flow.get("mirrorflow.max.records.per.partition"))
+    source_parts = [(t, p) for t, n in topics.items() for p in range(n)]
+    source_marks = probe_watermarks(config.cluster(flow.source), source_parts)
+    target_marks = probe_watermarks(config.cluster(flow.target),
+                                    [(remote[t], p) for t, p in source_parts])
+    committed = OffsetStore(config.cluster(flow.target), flow.source,
+                            flow.get("replication.factor")).positions()
+    ranges: list[Range] = []
+    gaps: list[Gap] = []
+    for topic, partition in source_parts:
+        marks = source_marks[(topic, partition)]
+        position = committed.get((topic, partition))
+        start = marks.low if position is None else position + 1
+        if start > marks.high:
+            raise PlanError(
+                f"source {topic}[{partition}] ends at offset {marks.high} but offset "
+                f"{start - 1} was already mirrored: the topic was recreated or truncated; "
+                f"reset the flow's position for this topic to mirror it again")
+        if start < marks.low:
+            gap = Gap(topic, partition, start, marks.low)
+            if flow.get("failOnDataLoss"):
+                raise DataLossError(
+                    f"source {topic}[{partition}]: offsets {gap.start}..{gap.end - 1} were "
+                    f"removed by retention before they were mirrored; set "
+                    f"{flow.name}.failOnDataLoss = false to skip them")
+            log.warning("data loss on %s[%d]: offsets %d..%d skipped", topic, partition,
+                        gap.start, gap.end - 1)
+            gaps.append(gap)
+            start = marks.low
+        end = min(marks.high, start + cap)
+        if end > start:
+            ranges.append(Range(topic, partition, start, end, remote[topic],
+                                target_marks[(remote[topic], partition)].high))
+    return Plan(
+        plan_id=f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}",
+        flow=flow.name, run_id=run_id, created_ms=int(time.time() * 1000),
+        config_digest=config.digest, ranges=tuple(ranges), gaps=tuple(gaps),
+    )
+
+
+def plan_run(config: MirrorConfig, flow: FlowConfig, run_id: str, **limits) -> tuple[Plan, bool]:
+    """The pending plan if there is one (resumed), else a new stored plan. (plan, resumed)."""
+    store = PlanStore(config, flow)
+    pending = store.pending()
+    if pending is not None:
+        log.info("resuming pending plan %s of run %s", pending.plan_id, pending.run_id)
+        return pending, True
+    plan = build_plan(config, flow, run_id, **limits)
+    store.save(plan)
+    return plan, False

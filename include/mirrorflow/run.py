@@ -1,0 +1,131 @@
+"""One replication cycle of a flow: plan, mirror with Spark, commit.
+
+These are the very functions the DAG's tasks call; ``mirrorflow run`` calls them in a row.
+A failure at any step leaves the committed positions where they were and the plan
+pending, so the next attempt finishes the same plan without writing a record twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mirrorflow.config import FlowConfig, MirrorConfig, load_config
+from mirrorflow.offsets import OffsetStore
+from mirrorflow.plan import Plan, PlanStore, plan_run
+from mirrorflow.spark.job import RESULT_MARKER
+from mirrorflow.spark.submit import submit_command
+
+log = logging.getLogger(__name__)
+
+
+class MirrorJobError(RuntimeError):
+    """The Spark job failed or left no result; nothing was committed."""
+
+
+@dataclass(frozen=True)
+class PartitionReport:
+    topic: str
+    partition: int
+    remote_topic: str
+    planned_start: int
+    planned_end: int
+    records: int
+    bytes: int
+    skipped: int
+    first_downstream: int | None
+    last_downstream: int | None
+
+
+@dataclass
+class RunResult:
+    """What one cycle did: per topic-partition, the planned range and what was written."""
+
+    flow: str
+    run_id: str
+    plan_id: str
+    resumed: bool
+    partitions: list[PartitionReport] = field(default_factory=list)
+    gaps: list[dict] = field(default_factory=list)
+    records: int = 0
+    bytes: int = 0
+    duration_s: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+
+def mirror_step(config_path: str, flow: FlowConfig, plan: Plan, master: str | None = None,
+                timeout: float | None = None) -> dict:
+    """Run the Spark job on the plan; return its stored result."""
+    command = submit_command(config_path, flow.name, plan.plan_id,
+                             master or flow.get("mirrorflow.spark.master"))
+    log.info("submitting: %s", " ".join(command))
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise MirrorJobError(f"flow {flow.name}: the Spark job failed (exit {proc.returncode}); "
+                             f"nothing was committed, the next run resumes plan "
+                             f"{plan.plan_id}:\n{tail}")
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_MARKER):
+            return json.loads(line[len(RESULT_MARKER):])
+    raise MirrorJobError(f"flow {flow.name}: the Spark job printed no result")
+
+
+def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str, resumed: bool,
+                started: float) -> RunResult:
+    """Check the job's result covers the plan, then commit positions and close the plan."""
+    store = PlanStore(config, flow)
+    result = store.result(plan.plan_id)
+    if result is None:
+        raise MirrorJobError(f"flow {flow.name}: plan {plan.plan_id} has no result; the mirror "
+                             "job did not finish, nothing was committed")
+    by_tp = {(r["topic"], r["partition"]): r for r in result["ranges"]}
+    report = RunResult(flow.name, run_id, plan.plan_id, resumed,
+                       gaps=[asdict(g) for g in plan.gaps])
+    for rng in plan.ranges:
+        r = by_tp.get((rng.topic, rng.partition), {})
+        read, written, skipped = (r.get("records_read", 0), r.get("records_written", 0),
+                                  r.get("records_skipped", 0))
+        if read != written + skipped:
+            raise MirrorJobError(
+                f"flow {flow.name}: {rng.topic}[{rng.partition}] read {read} records but "
+                f"wrote {written} and skipped {skipped}; nothing was committed")
+        report.partitions.append(PartitionReport(
+            rng.topic, rng.partition, rng.remote_topic, rng.start, rng.end, written,
+            r.get("bytes_written", 0), skipped, r.get("first_downstream"),
+            r.get("last_downstream")))
+        report.records += written
+        report.bytes += r.get("bytes_written", 0)
+    positions = plan.positions
+    if positions:
+        OffsetStore(config.cluster(flow.target), flow.source,
+                    flow.get("replication.factor")).commit(positions)
+    store.mark_committed(plan)
+    report.duration_s = round(time.monotonic() - started, 3)
+    return report
+
+
+def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = None,
+              master: str | None = None, only_topics: Iterable[str] | None = None,
+              max_records: int | None = None) -> RunResult:
+    """Plan (or resume the pending plan), mirror with Spark, commit."""
+    started = time.monotonic()
+    config = load_config(config_path)
+    flow = config.flow(flow_name)
+    run_id = run_id or f"manual__{time.strftime('%Y%m%dT%H%M%S')}_{uuid.uuid4().hex[:6]}"
+    plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
+                             max_records=max_records)
+    if plan.ranges:
+        mirror_step(str(config_path), flow, plan, master)
+    else:
+        PlanStore(config, flow).save_result(plan.plan_id, {"plan_id": plan.plan_id,
+                                                           "ranges": []})
+    return commit_step(config, flow, plan, run_id, resumed, started)

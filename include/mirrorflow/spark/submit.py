@@ -1,0 +1,52 @@
+"""Building the ``spark-submit`` command of the mirror job (the CLI's path to Spark)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import mirrorflow
+
+PACKAGE_DIR = Path(mirrorflow.__file__).resolve().parent
+JOB_SCRIPT = PACKAGE_DIR.parents[1] / "spark_jobs" / "mirror_batch.py"
+
+
+def spark_submit_binary() -> str:
+    """spark-submit on PATH, else the one inside the installed pyspark."""
+    found = shutil.which("spark-submit")
+    if found:
+        return found
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+
+
+def package_zip(directory: Path) -> Path:
+    """The mirrorflow package as a zip for ``--py-files``, so executors of any master have it."""
+    target = directory / "mirrorflow.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in PACKAGE_DIR.rglob("*.py"):
+            archive.write(path, Path("mirrorflow") / path.relative_to(PACKAGE_DIR))
+    return target
+
+
+def job_arguments(config_path: str, flow_name: str, plan_id: str) -> list[str]:
+    return ["--config", str(Path(config_path).resolve()), "--flow", flow_name,
+            "--plan-id", plan_id]
+
+
+def submit_command(config_path: str, flow_name: str, plan_id: str, master: str,
+                   work_dir: Path | None = None) -> list[str]:
+    work_dir = work_dir or Path(tempfile.mkdtemp(prefix="mirrorflow-submit-"))
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    return [
+        spark_submit_binary(), "--master", master, "--name", f"mirrorflow {flow_name}",
+        "--conf", f"spark.pyspark.python={python}",
+        "--conf", "spark.ui.showConsoleProgress=false",
+        "--py-files", str(package_zip(work_dir)),
+        str(JOB_SCRIPT), *job_arguments(config_path, flow_name, plan_id),
+    ]

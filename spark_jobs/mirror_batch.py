@@ -1,0 +1,11 @@
+"""Spark job: mirror one stored plan of a flow. Submitted by the DAG and `mirrorflow run`.
+
+    spark-submit spark_jobs/mirror_batch.py --config mm2.properties --flow a->b --plan-id ID
+"""
+
+import sys
+
+from mirrorflow.spark.job import main
+
+if __name__ == "__main__":
+    sys.exit(main())
