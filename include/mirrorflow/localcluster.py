@@ -176,7 +176,7 @@ def start(broker: LocalBroker, timeout: float = READY_TIMEOUT_S) -> int:
     )
 
 
-def stop(broker: LocalBroker, timeout: float = 10.0) -> bool:
+def stop(broker: LocalBroker, timeout: float = 3.0) -> bool:
     """Stop a broker this module started. Returns False when none was running."""
     pid = broker.pid()
     broker.pid_file.unlink(missing_ok=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Iterable
@@ -22,6 +23,7 @@ from mirrorflow import clients
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.internal_topics import CompactedTopic
 from mirrorflow.offsets import OffsetStore
+from mirrorflow.policy import compile_pattern_list
 from mirrorflow.watermarks import probe_watermarks
 
 log = logging.getLogger(__name__)
@@ -162,7 +164,7 @@ def discover_topics(config: MirrorConfig, flow: FlowConfig) -> dict[str, int]:
     """Source topics the flow mirrors, with their partition counts."""
     source = config.cluster(flow.source)
     try:
-        metadata = clients.admin_client(source).list_topics(timeout=20)
+        metadata = clients.admin_client(source).list_topics(timeout=10)
     except Exception as exc:
         raise PlanError(f"source cluster {flow.source!r} ({source.bootstrap_servers}) is not "
                         f"reachable: {exc}") from None
@@ -171,23 +173,26 @@ def discover_topics(config: MirrorConfig, flow: FlowConfig) -> dict[str, int]:
             if metadata.topics[t].error is None}
 
 
-def _topic_configs(config: MirrorConfig, flow: FlowConfig, topics: Iterable[str]) -> dict:
-    """Non-default source topic configs to copy, minus ``config.properties.exclude``."""
-    from confluent_kafka.admin import ConfigResource, ResourceType
+def select_topic_configs(entries: dict, exclude: re.Pattern[str]) -> dict[str, str]:
+    """Topic configs to copy: set on the topic (not broker defaults), not excluded.
 
-    from mirrorflow.policy import compile_pattern_list
+    Apache Kafka marks a topic's own settings ``is_default = False``. Tansu marks every
+    entry as a default, so on Tansu nothing is copied (noted in the README).
+    """
+    return {name: entry.value for name, entry in entries.items()
+            if not entry.is_default and not entry.is_sensitive and entry.value is not None
+            and not exclude.fullmatch(name)}
+
+
+def _topic_configs(config: MirrorConfig, flow: FlowConfig, topics: Iterable[str]) -> dict:
+    """Per source topic, the configs to give its remote topic."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
 
     exclude = compile_pattern_list(flow.get("config.properties.exclude"))
     admin = clients.admin_client(config.cluster(flow.source))
     resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
-    out: dict[str, dict[str, str]] = {}
-    for resource, future in admin.describe_configs(resources).items():
-        entries = future.result(timeout=20)
-        out[resource.name] = {
-            name: entry.value for name, entry in entries.items()
-            if not entry.is_default and entry.value is not None and not exclude.fullmatch(name)
-        }
-    return out
+    return {resource.name: select_topic_configs(future.result(timeout=20), exclude)
+            for resource, future in admin.describe_configs(resources).items()}
 
 
 def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig,

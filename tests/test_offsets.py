@@ -1,0 +1,75 @@
+"""The offset store speaks MM2's format, byte for byte, on a real broker."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers.kafka import read_partition
+from mirrorflow.config import parse_config
+from mirrorflow.internal_topics import CompactedTopic
+from mirrorflow.offsets import OffsetStore, decode, encode_key, encode_value, offsets_topic
+
+
+def test_key_and_value_bytes_match_mm2() -> None:
+    # Connect's JsonConverter (schemas off) of [connector name, MirrorUtils.wrapPartition]:
+    assert encode_key("us-west", "orders", 3) == (
+        b'["MirrorSourceConnector",{"cluster":"us-west","partition":3,"topic":"orders"}]')
+    assert encode_value(41) == b'{"offset":41}'
+    assert offsets_topic("us-west") == "mm2-offsets.us-west.internal"
+
+
+def test_decode_accepts_any_key_order_and_rejects_others() -> None:
+    key = json.dumps(["MirrorSourceConnector", {"topic": "t", "partition": 1, "cluster": "a"}])
+    assert decode(key.encode(), b'{"offset":7}') == ("a", ("t", 1), 7)
+    assert decode(b'["MirrorCheckpointConnector",{}]', b'{"offset":1}') is None
+    assert decode(b"garbage", b"{}") is None
+
+
+@pytest.mark.broker
+def test_commit_and_read_back(two_clusters: dict[str, str]) -> None:
+    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
+                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n")
+    store = OffsetStore(config.cluster("b"), "a")
+    assert store.positions() == {}
+    store.commit({("orders", 0): 9, ("orders", 1): 19})
+    store.commit({("orders", 0): 29})
+    # A record of another source and a malformed record are ignored, not fatal.
+    CompactedTopic(config.cluster("b"), offsets_topic("a"), 25).write(
+        [(encode_key("c", "orders", 0), encode_value(5)), (b"not json", b"{}")])
+    assert store.positions() == {("orders", 0): 29, ("orders", 1): 19}
+    store.forget([("orders", 1)])
+    assert store.positions() == {("orders", 0): 29}
+    # What is on the wire is MM2's layout, keyed for Java's murmur2 partitioner.
+    raw = CompactedTopic(config.cluster("b"), offsets_topic("a"), 25).read()
+    assert raw[encode_key("a", "orders", 0)] == b'{"offset":29}'
+    murmur_partition = _java_partition(encode_key("a", "orders", 0), 25)
+    on_wire = read_partition(two_clusters["b"], offsets_topic("a"), murmur_partition)
+    assert (encode_key("a", "orders", 0), b'{"offset":29}', None) in [r[:3] for r in on_wire]
+
+
+def _java_partition(key: bytes, partitions: int) -> int:
+    """Java's DefaultPartitioner for a keyed record: murmur2(key) & 0x7fffffff % n."""
+    m, r = 0x5BD1E995, 24
+    h = (0x9747B28C ^ len(key)) & 0xFFFFFFFF
+    length4 = len(key) // 4
+    for i in range(length4):
+        k = int.from_bytes(key[i * 4:i * 4 + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = (h * m) & 0xFFFFFFFF
+        h ^= k
+    rest = key[length4 * 4:]
+    if len(rest) == 3:
+        h ^= rest[2] << 16
+    if len(rest) >= 2:
+        h ^= rest[1] << 8
+    if len(rest) >= 1:
+        h ^= rest[0]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return (h & 0x7FFFFFFF) % partitions

@@ -1,0 +1,156 @@
+"""Planning against real brokers: discovery, remote topics, ranges, caps, data loss."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers.kafka import config_file, create_topic, produce, topics, varied_records
+from mirrorflow import plan as plan_module
+from mirrorflow.config import load_config
+from mirrorflow.offsets import OffsetStore
+from mirrorflow.plan import DataLossError, PlanError, PlanStore, build_plan, plan_run
+from mirrorflow.watermarks import Watermarks, probe_watermarks
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture
+def setup(two_clusters: dict[str, str], tmp_path: Path):
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 3)
+    create_topic(a, "secret", 1)
+    create_topic(a, "b.returns", 1)  # came from b: never sent back
+    create_topic(a, "__internal", 1)
+    produce(a, "orders", varied_records(3000), 3, **{"linger.ms": 200})
+    path = config_file(tmp_path / "mm2.properties", two_clusters,
+                       "a->b.enabled = true\nb->a.enabled = true\n"
+                       "a->b.topics.exclude = secret\n")
+    return load_config(path), a, b
+
+
+def test_plan_discovers_creates_and_plans_true_ends(setup) -> None:
+    config, a, b = setup
+    flow = config.flow("a->b")
+    plan = build_plan(config, flow, "run-1")
+    assert {r.topic for r in plan.ranges} == {"orders"}
+    assert sorted((r.partition, r.start, r.end, r.remote_topic, r.target_start)
+                  for r in plan.ranges) == [
+        (0, 0, 1000, "a.orders", 0), (1, 0, 1000, "a.orders", 0), (2, 0, 1000, "a.orders", 0)]
+    assert "a.orders" in topics(b)
+    assert not {"a.secret", "a.b.returns", "a.__internal"} & topics(b)
+
+
+def test_remote_topic_has_the_source_partition_count(setup) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    config, a, b = setup
+    build_plan(config, config.flow("a->b"), "run-1")
+    admin = AdminClient({"bootstrap.servers": b})
+    assert len(admin.list_topics(timeout=5).topics["a.orders"].partitions) == 3
+
+
+def test_topic_config_selection_as_apache_kafka_describes_configs() -> None:
+    """Decision logic only: Tansu labels every topic config a default (see README)."""
+    from types import SimpleNamespace as Entry
+
+    from mirrorflow.config import parse_config
+    from mirrorflow.policy import compile_pattern_list
+
+    flow = parse_config("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
+                        "a->b.enabled = true\n").flow("a->b")
+    entries = {
+        "retention.ms": Entry(value="86400000", is_default=False, is_sensitive=False),
+        "segment.bytes": Entry(value="1073741824", is_default=True, is_sensitive=False),
+        "min.insync.replicas": Entry(value="2", is_default=False, is_sensitive=False),
+        "message.timestamp.type": Entry(value="LogAppendTime", is_default=False,
+                                        is_sensitive=False),
+        "secret": Entry(value=None, is_default=False, is_sensitive=True),
+    }
+    exclude = compile_pattern_list(flow.get("config.properties.exclude"))
+    assert plan_module.select_topic_configs(entries, exclude) == {"retention.ms": "86400000"}
+
+
+def test_cap_and_resume_from_committed_position(setup) -> None:
+    config, a, b = setup
+    flow = config.flow("a->b")
+    OffsetStore(config.cluster("b"), "a").commit({("orders", 0): 499})
+    plan = build_plan(config, flow, "run-2", max_records=300)
+    by_part = {r.partition: r for r in plan.ranges}
+    assert (by_part[0].start, by_part[0].end) == (500, 800)
+    assert (by_part[1].start, by_part[1].end) == (0, 300)
+    assert plan.positions[("orders", 0)] == 799
+
+
+def test_only_topics_limits_the_plan(setup) -> None:
+    config, a, b = setup
+    create_topic(a, "payments", 1)
+    produce(a, "payments", varied_records(10), 1)
+    plan = build_plan(config, config.flow("a->b"), "r", only_topics=["payments"])
+    assert {r.topic for r in plan.ranges} == {"payments"}
+
+
+def test_pending_plan_is_resumed_not_replanned(setup) -> None:
+    config, a, b = setup
+    flow = config.flow("a->b")
+    first, resumed = plan_run(config, flow, "run-1")
+    assert not resumed
+    produce(a, "orders", varied_records(30, 3000), 3)
+    again, resumed = plan_run(config, flow, "run-1-retry")
+    assert resumed and again == first
+    PlanStore(config, flow).mark_committed(first)
+    fresh, resumed = plan_run(config, flow, "run-2")
+    assert not resumed and fresh.plan_id != first.plan_id
+
+
+def test_source_unreachable_names_the_cluster(tmp_path: Path) -> None:
+    path = config_file(tmp_path / "c.properties", {"a": "127.0.0.1:1", "b": "127.0.0.1:2"},
+                       "a->b.enabled = true")
+    config = load_config(path)
+    with pytest.raises(PlanError, match=r"source cluster 'a' .* is not reachable"):
+        build_plan(config, config.flow("a->b"), "r")
+
+
+def test_truncated_source_is_detected(setup) -> None:
+    config, a, b = setup
+    OffsetStore(config.cluster("b"), "a").commit({("orders", 0): 5000})
+    with pytest.raises(PlanError, match=r"orders\[0\] ends at offset 1000 but offset 5000"):
+        build_plan(config, config.flow("a->b"), "r")
+
+
+def _with_log_start(monkeypatch: pytest.MonkeyPatch, topic: str, low: int) -> None:
+    """Tansu has no DeleteRecords and keeps its log start at 0; raise it for one topic.
+
+    The only double in these tests: it stands in for retention on the source, which the
+    local broker cannot do. Everything else (offsets, ends, stores) is the real broker's.
+    """
+    def probe(cluster, parts, *args, **kwargs):
+        marks = probe_watermarks(cluster, parts, *args, **kwargs)
+        return {tp: Watermarks(low, m.high) if tp[0] == topic else m for tp, m in marks.items()}
+
+    monkeypatch.setattr(plan_module, "probe_watermarks", probe)
+
+
+def test_retention_gap_fails_naming_the_range(setup, monkeypatch) -> None:
+    config, a, b = setup
+    OffsetStore(config.cluster("b"), "a").commit({("orders", 1): 99})
+    _with_log_start(monkeypatch, "orders", 250)
+    with pytest.raises(DataLossError, match=r"orders\[1\]: offsets 100\.\.249 were removed"):
+        build_plan(config, config.flow("a->b"), "r")
+
+
+def test_retention_gap_recorded_when_fail_on_data_loss_false(setup, tmp_path, monkeypatch):
+    config, a, b = setup
+    text = Path(config.path).read_text() + "a->b.failOnDataLoss = false\n"
+    path = tmp_path / "lenient.properties"
+    path.write_text(text)
+    config = load_config(path)
+    OffsetStore(config.cluster("b"), "a").commit({("orders", 1): 99})
+    _with_log_start(monkeypatch, "orders", 250)
+    plan = build_plan(config, config.flow("a->b"), "r")
+    assert [(g.topic, g.partition, g.start, g.end) for g in plan.gaps] == [
+        ("orders", 1, 100, 250)]
+    ranges = {r.partition: (r.start, r.end) for r in plan.ranges}
+    assert ranges[1] == (250, 1000)
+    assert ranges[0] == (250, 1000)  # never-mirrored partitions start at the log start
