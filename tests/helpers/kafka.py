@@ -27,7 +27,8 @@ def varied_records(n: int, start: int = 0) -> list[tuple[bytes | None, bytes | N
         elif i % 5 == 1:
             headers = [("trace", f"t{i}".encode())]
         else:
-            headers = [(f"h{j}", None if j == 2 else f"{i}-{j}".encode()) for j in range(i % 6)]
+            headers = [(f"h{j}", None if j == 2 else f"{i}-{j}".encode())
+                       for j in range(i % 6)] or None
         out.append((key, value, headers, 1_700_000_000_000 + i))
     return out
 

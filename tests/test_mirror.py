@@ -1,0 +1,109 @@
+"""End to end with real brokers and real Spark (spark-submit, local[*])."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers.kafka import config_file, create_topic, produce, read_partition, topics, varied_records
+from mirrorflow.cli import main
+from mirrorflow.config import load_config
+from mirrorflow.offsets import OffsetStore
+from mirrorflow.run import run_cycle
+from mirrorflow.watermarks import probe_watermarks
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark]
+
+
+def assert_mirrored(a: str, b: str, topic: str, partitions: int, remote: str) -> None:
+    for p in range(partitions):
+        assert read_partition(b, remote, p) == read_partition(a, topic, p), f"{topic}[{p}]"
+
+
+def test_mirror_two_way_flows_incrementally(two_clusters: dict[str, str], tmp_path: Path,
+                                            capsys: pytest.CaptureFixture) -> None:
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 3)
+    create_topic(a, "payments", 2)
+    create_topic(a, "secret", 1)
+    create_topic(a, "b.returns", 1)
+    create_topic(b, "returns", 1)
+    produce(a, "orders", varied_records(3000), 3)
+    produce(a, "payments", varied_records(500, 10_000), 2, **{"linger.ms": 0})
+    produce(a, "secret", varied_records(10), 1)
+    produce(b, "returns", varied_records(40), 1)
+    path = config_file(tmp_path / "mm2.properties", two_clusters,
+                       "a->b.enabled = true\nb->a.enabled = true\n"
+                       "a->b.topics.exclude = secret\n")
+
+    first = run_cycle(path, "a->b")
+    assert first.records == 3500 and not first.resumed
+    assert_mirrored(a, b, "orders", 3, "a.orders")
+    assert_mirrored(a, b, "payments", 2, "a.payments")
+    assert not {"a.secret", "a.b.returns", "a.mm2-offsets.b.internal"} & topics(b)
+    part0 = next(p for p in first.partitions if (p.topic, p.partition) == ("orders", 0))
+    assert (part0.planned_start, part0.planned_end, part0.records) == (0, 1000, 1000)
+    assert (part0.first_downstream, part0.last_downstream) == (0, 999)
+    committed = OffsetStore(load_config(path).cluster("b"), "a").positions()
+    assert committed[("orders", 0)] == 999 and committed[("payments", 1)] == 249
+
+    # Nothing new: nothing written, no Spark job needed.
+    assert main(["run", str(path), "--flow", "a->b"]) == 0
+    assert "mirrored 0 records" in capsys.readouterr().out
+
+    # New records: exactly those are written.
+    produce(a, "orders", varied_records(30, 3000), 3)
+    second = run_cycle(path, "a->b")
+    assert second.records == 30
+    assert_mirrored(a, b, "orders", 3, "a.orders")
+
+    # The reverse flow mirrors b's own topic but never sends a.* back to a.
+    back = run_cycle(path, "b->a")
+    assert back.records == 40
+    assert_mirrored(b, a, "returns", 1, "b.returns")
+    assert "b.a.orders" not in topics(a) and "a.b.returns" not in topics(b)
+
+
+def test_killed_job_then_rerun_leaves_every_record_once(two_clusters: dict[str, str],
+                                                       tmp_path: Path) -> None:
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "clicks", 2)
+    total = 300_000
+    payload = b"x" * 512
+    produce(a, "clicks", [(f"k{i}".encode(), payload, None, 1_700_000_000_000 + i)
+                          for i in range(total)], 2)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "a->b.mirrorflow.max.records.per.partition = 1000000\n")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen([sys.executable, "-m", "mirrorflow.cli", "run", str(path),
+                             "--flow", "a->b"], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cluster_b = load_config(path).cluster("b")
+    deadline = time.monotonic() + 240
+    written = 0
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if "a.clicks" in topics(b):
+                ends = probe_watermarks(cluster_b, [("a.clicks", 0), ("a.clicks", 1)])
+                written = sum(m.high for m in ends.values())
+                if written > 20_000:
+                    break
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the CLI, spark-submit, JVM and Python workers
+        proc.wait()
+    assert 0 < written < total, f"the kill came too late or too early: {written} written"
+    assert OffsetStore(cluster_b, "a").positions() == {}  # nothing committed
+
+    result = run_cycle(path, "a->b")
+    assert result.resumed
+    assert sum(p.skipped for p in result.partitions) > 0
+    assert_mirrored(a, b, "clicks", 2, "a.clicks")
+    assert OffsetStore(cluster_b, "a").positions() == {("clicks", 0): total // 2 - 1,
+                                                       ("clicks", 1): total // 2 - 1}
