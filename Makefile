@@ -31,6 +31,7 @@ test: lint
 
 demo: install
 	$(BIN)/mirrorflow demo $(CONFIG)
+	$(BIN)/mirrorflow run $(CONFIG) --flow 'primary->backup' --json
 
 down:
 	$(BIN)/mirrorflow local down $(CONFIG)
