@@ -10,7 +10,7 @@ export PATH := $(BIN):$(PATH)
 export PYSPARK_PYTHON := $(BIN)/python
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: install test lint demo down clean
+.PHONY: install test lint demo down clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,3 +38,6 @@ down:
 
 clean: down
 	rm -rf .mirrorflow .pytest_cache .ruff_cache
+
+bench: install
+	$(BIN)/python bench/run_bench.py

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,9 @@ os.environ.setdefault("AIRFLOW_HOME", _AIRFLOW_HOME)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# py4j logs from __del__ after pytest has closed the streams; keep it quiet.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
