@@ -111,6 +111,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     for gap in result.gaps:
         print(f"  data loss recorded: {gap['topic']}[{gap['partition']}] offsets "
               f"{gap['start']}..{gap['end'] - 1}")
+    print(f"  offset syncs emitted: {result.offset_syncs}; checkpoints emitted: "
+          f"{result.checkpoints}")
+    for group in result.group_sync:
+        detail = group["skipped_reason"] or f"synced {group['synced'] or 'nothing new'}"
+        print(f"  group {group['group']}: {detail}")
+    if result.heartbeat:
+        hb = result.heartbeat
+        print(f"  heartbeat in {hb['topic']}: {'arrived' if hb['arrived'] else 'not arrived'}, "
+              f"newest {hb['age_ms']} ms old")
+    return EXIT_OK
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from mirrorflow.remote import translate_offsets
+
+    config = load_config(args.config)
+    flow = config.flow(args.flow)
+    offsets = translate_offsets(config.cluster(flow.target), flow.source, args.group,
+                                flow.policy())
+    if args.json:
+        print(json.dumps([{"topic": t, "partition": p, "offset": o}
+                          for (t, p), o in sorted(offsets.items())], indent=2))
+    elif not offsets:
+        print(f"no checkpoints for group {args.group!r} from {flow.source!r} on {flow.target!r}")
+    for (topic, partition), offset in sorted(offsets.items()):
+        if not args.json:
+            print(f"{topic}[{partition}] {offset}")
+    return EXIT_OK
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from mirrorflow.inspect import describe_records
+
+    config = load_config(args.config)
+    for line in describe_records(config, args.cluster, args.topic):
+        print(line)
     return EXIT_OK
 
 
@@ -143,6 +179,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--topics", help="only these source topics (comma-separated)")
     run.add_argument("--max-records", type=int, help="cap records per partition this run")
     run.set_defaults(func=cmd_run)
+
+    translate = sub.add_parser("translate", help="a group's translated offsets on the target")
+    translate.add_argument("config")
+    translate.add_argument("--flow", required=True, help="SOURCE->TARGET")
+    translate.add_argument("--group", required=True)
+    translate.add_argument("--json", action="store_true")
+    translate.set_defaults(func=cmd_translate)
+
+    inspect = sub.add_parser("inspect", help="print an internal topic in readable form")
+    inspect.add_argument("config")
+    inspect.add_argument("--cluster", required=True)
+    inspect.add_argument("--topic", required=True)
+    inspect.set_defaults(func=cmd_inspect)
 
     demo = sub.add_parser("demo", help="start local clusters and fill a demo topic")
     demo.add_argument("config")

@@ -8,6 +8,7 @@ compaction keeps only the newest.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from mirrorflow import clients
@@ -19,6 +20,56 @@ log = logging.getLogger(__name__)
 
 class InternalTopicError(RuntimeError):
     """An internal topic could not be created, read or written."""
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One record of an internal topic, as stored."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+
+
+def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[LogRecord]:
+    """Every record of a topic from log start to its end now, per partition in order.
+
+    A missing topic reads as empty. Used for MM2's internal topics, which are small.
+    """
+    from confluent_kafka import TopicPartition
+
+    admin = clients.admin_client(cluster)
+    metadata = admin.list_topics(timeout=15).topics.get(topic)
+    if metadata is None or metadata.error is not None:
+        return []
+    marks = probe_watermarks(cluster, [(topic, p) for p in sorted(metadata.partitions)])
+    pending = {tp: m.high for tp, m in marks.items() if m.high > m.low}
+    records: list[LogRecord] = []
+    if not pending:
+        return records
+    consumer = clients.consumer(cluster, **{"group.id": "mirrorflow-internal"})
+    try:
+        consumer.assign([TopicPartition(t, p, marks[(t, p)].low) for t, p in pending])
+        deadline = time.monotonic() + timeout
+        while pending:
+            if time.monotonic() > deadline:
+                raise InternalTopicError(f"cluster {cluster.alias!r}: reading {topic} did not "
+                                         f"reach its end within {timeout:.0f}s")
+            for msg in consumer.consume(num_messages=10_000, timeout=0.05):
+                if msg.error() is not None:
+                    raise InternalTopicError(
+                        f"cluster {cluster.alias!r}: reading {topic}: {msg.error().str()}")
+                tp = (msg.topic(), msg.partition())
+                records.append(LogRecord(msg.partition(), msg.offset(), msg.key(), msg.value(),
+                                         msg.timestamp()[1]))
+                if tp in pending and msg.offset() >= pending[tp] - 1:
+                    del pending[tp]
+                    consumer.incremental_unassign([TopicPartition(*tp)])
+    finally:
+        consumer.close()
+    return records
 
 
 @dataclass(frozen=True)
@@ -37,36 +88,13 @@ class CompactedTopic:
 
     def read(self) -> dict[bytes, bytes]:
         """Every key's newest value. A missing topic reads as empty."""
-        from confluent_kafka import TopicPartition
-
-        admin = clients.admin_client(self.cluster)
-        metadata = admin.list_topics(timeout=15).topics.get(self.topic)
-        if metadata is None or metadata.error is not None:
-            return {}
-        parts = [(self.topic, p) for p in sorted(metadata.partitions)]
-        marks = probe_watermarks(self.cluster, parts)
-        consumer = clients.consumer(self.cluster, **{"group.id": "mirrorflow-internal"})
         latest: dict[bytes, bytes | None] = {}
-        try:
-            pending = {tp: m for tp, m in marks.items() if m.high > m.low}
-            consumer.assign([TopicPartition(t, p, marks[(t, p)].low) for t, p in pending])
-            while pending:
-                for msg in consumer.consume(num_messages=10_000, timeout=0.05):
-                    if msg.error() is not None:
-                        raise InternalTopicError(
-                            f"cluster {self.cluster.alias!r}: reading {self.topic}: "
-                            f"{msg.error().str()}")
-                    tp = (msg.topic(), msg.partition())
-                    if msg.key() is None:
-                        log.warning("%s[%d]@%d has no key; skipped", self.topic, tp[1],
-                                    msg.offset())
-                    else:
-                        latest[msg.key()] = msg.value()
-                    if tp in pending and msg.offset() >= pending[tp].high - 1:
-                        del pending[tp]
-                        consumer.incremental_unassign([TopicPartition(*tp)])
-        finally:
-            consumer.close()
+        for record in read_log(self.cluster, self.topic):
+            if record.key is None:
+                log.warning("%s[%d]@%d has no key; skipped", self.topic, record.partition,
+                            record.offset)
+            else:
+                latest[record.key] = record.value
         return {k: v for k, v in latest.items() if v is not None}
 
     def write(self, records: list[tuple[bytes, bytes | None]], timeout: float = 30.0) -> None:

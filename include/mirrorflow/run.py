@@ -1,4 +1,5 @@
-"""One replication cycle of a flow: plan, mirror with Spark, commit.
+"""One replication cycle of a flow: heartbeat, plan, mirror with Spark, commit positions and
+offset syncs, checkpoints and group offset sync, then sense the heartbeat on the target.
 
 These are the very functions the DAG's tasks call; ``mirrorflow run`` calls them in a row.
 A failure at any step leaves the committed positions where they were and the plan
@@ -16,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mirrorflow import checkpoints, heartbeats, offset_syncs
 from mirrorflow.config import FlowConfig, MirrorConfig, load_config
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.plan import Plan, PlanStore, plan_run
@@ -55,6 +57,10 @@ class RunResult:
     gaps: list[dict] = field(default_factory=list)
     records: int = 0
     bytes: int = 0
+    offset_syncs: int = 0
+    checkpoints: int = 0
+    group_sync: list[dict] = field(default_factory=list)
+    heartbeat: dict | None = None
     duration_s: float = 0.0
 
     def to_json(self) -> str:
@@ -104,6 +110,10 @@ def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str,
             r.get("last_downstream")))
         report.records += written
         report.bytes += r.get("bytes_written", 0)
+    if flow.get("emit.offset-syncs.enabled"):
+        # Before the positions: a crash in between re-emits the same syncs, never loses them.
+        report.offset_syncs = offset_syncs.emit(
+            config, flow, offset_syncs.syncs_from_results(result["ranges"]))
     positions = plan.positions
     if positions:
         OffsetStore(config.cluster(flow.target), flow.source,
@@ -111,6 +121,18 @@ def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str,
     store.mark_committed(plan)
     report.duration_s = round(time.monotonic() - started, 3)
     return report
+
+
+def checkpoint_step(config: MirrorConfig, flow: FlowConfig, report: RunResult) -> None:
+    """Emit checkpoints and, when enabled, sync idle target groups forward."""
+    if not (flow.get("emit.checkpoints.enabled") or flow.get("sync.group.offsets.enabled")):
+        return
+    computed = checkpoints.compute(config, flow)
+    if flow.get("emit.checkpoints.enabled"):
+        report.checkpoints = checkpoints.emit(config, flow, computed)
+    if flow.get("sync.group.offsets.enabled"):
+        report.group_sync = [asdict(g) for g in
+                             checkpoints.sync_group_offsets(config, flow, computed)]
 
 
 def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = None,
@@ -121,6 +143,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
     config = load_config(config_path)
     flow = config.flow(flow_name)
     run_id = run_id or f"manual__{time.strftime('%Y%m%dT%H%M%S')}_{uuid.uuid4().hex[:6]}"
+    beat = heartbeats.emit(config, flow) if flow.get("emit.heartbeats.enabled") else None
     plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
                              max_records=max_records)
     if plan.ranges:
@@ -128,4 +151,9 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
     else:
         PlanStore(config, flow).save_result(plan.plan_id, {"plan_id": plan.plan_id,
                                                            "ranges": []})
-    return commit_step(config, flow, plan, run_id, resumed, started)
+    report = commit_step(config, flow, plan, run_id, resumed, started)
+    checkpoint_step(config, flow, report)
+    if beat is not None:
+        report.heartbeat = asdict(heartbeats.status(config, flow, beat.timestamp))
+    report.duration_s = round(time.monotonic() - started, 3)
+    return report

@@ -71,24 +71,25 @@ def transactional_id(flow_name: str, remote_topic: str, partition: int) -> str:
     return f"mirrorflow|{flow_name}|{remote_topic}|{partition}"
 
 
-def count_visible(conf: dict[str, Any], topic: str, partition: int, start: int,
-                  timeout: float = TIMEOUT_S) -> int:
-    """Records a read_committed reader sees in topic[partition] from ``start`` to the end."""
+def visible_offsets(conf: dict[str, Any], topic: str, partition: int, start: int,
+                    timeout: float = TIMEOUT_S) -> list[int]:
+    """Offsets of the records a read_committed reader sees in topic[partition] from
+    ``start`` to the end (their count is how much of the range is already there)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({**conf, "group.id": "mirrorflow-writer", "enable.auto.commit": False,
                          "enable.partition.eof": True, "isolation.level": "read_committed"})
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
-        count = 0
+        offsets: list[int] = []
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for msg in consumer.consume(num_messages=10_000, timeout=0.05):
                 err = msg.error()
                 if err is None:
-                    count += 1
+                    offsets.append(msg.offset())
                 elif err.code() == KafkaError._PARTITION_EOF:
-                    return count
+                    return offsets
                 else:
                     raise WriteError(f"counting {topic}[{partition}] from {start}: {err.str()}")
         raise WriteError(f"counting {topic}[{partition}] from {start}: no end within "
@@ -115,6 +116,7 @@ class PartitionWriter:
         self.result = RangeResult(topic, partition, remote_topic, start, end)
         self._producer = None
         self._to_skip = 0
+        self._present: collections.deque[int] = collections.deque()
         self._in_txn = 0
         self._upstream: collections.deque[int] = collections.deque()
         self._last_delta: int | None = None
@@ -143,8 +145,9 @@ class PartitionWriter:
                         exc)
             producer = Producer(settings)
         self._producer = producer
-        self._to_skip = count_visible(self.consumer_conf, self.remote_topic, self.partition,
-                                      self.target_start)
+        self._present = collections.deque(visible_offsets(
+            self.consumer_conf, self.remote_topic, self.partition, self.target_start))
+        self._to_skip = len(self._present)
         self.result.records_skipped = self._to_skip
         if self._to_skip:
             log.info("%s[%d]: %d records of this range are already on the target; skipping "
@@ -159,9 +162,12 @@ class PartitionWriter:
         self.result.records_read += n
         skip = min(self._to_skip, n)
         self._to_skip -= skip
-        if skip == n:
-            return
         if skip:
+            # Already on the target: pair them with where they are, for exact offset syncs.
+            for upstream in batch.column("offset").slice(0, skip).to_pylist():
+                self._record_pair(upstream, self._present.popleft())
+            if skip == n:
+                return
             batch = batch.slice(skip)
         keys = batch.column("key").to_pylist()
         values = batch.column("value").to_pylist()
@@ -244,6 +250,10 @@ class PartitionWriter:
         if self.result.first_downstream is None:
             self.result.first_downstream = downstream
         self.result.last_downstream = downstream
+        self._record_pair(upstream, downstream)
+
+    def _record_pair(self, upstream: int, downstream: int) -> None:
+        """Keep the first pair of every run of equal distance (and, at close, the last)."""
         delta = downstream - upstream
         if delta != self._last_delta:
             self.result.syncs.append((upstream, downstream))

@@ -1,0 +1,140 @@
+"""Checkpoints and consumer-group offset sync, as MirrorCheckpointConnector does them.
+
+For every source consumer group that ``groups`` / ``groups.exclude`` select, its committed
+offsets on mirrored topics are translated through the offset syncs and emitted as
+Checkpoint records to ``<source>.checkpoints.internal`` on the target. With
+``sync.group.offsets.enabled``, the translated offsets are also committed to the target's
+consumer groups: only for groups with no active member there, and only forward.
+
+Translation rule (MM2 moves a consumer at most one offset past the nearest sync; here the
+syncs are exact, see :mod:`mirrorflow.offset_syncs`): inside mirrored data a committed
+offset translates exactly; beyond the last mirrored record it translates to the end of
+what has been mirrored; before the first sync it is not translated. So a consumer that
+fails over never skips a record it had not processed on the source.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from mirrorflow import clients, offset_syncs
+from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.internal_topics import CompactedTopic
+from mirrorflow.policy import compile_pattern_list
+from mirrorflow.records import Checkpoint
+
+log = logging.getLogger(__name__)
+TIMEOUT_S = 30.0
+
+
+@dataclass
+class GroupSync:
+    """What group offset sync did for one group on the target."""
+
+    group: str
+    synced: dict[str, int] = field(default_factory=dict)
+    skipped_reason: str | None = None
+
+
+def checkpoints_topic(config: MirrorConfig, flow: FlowConfig) -> CompactedTopic:
+    return CompactedTopic(config.cluster(flow.target),
+                          flow.policy().checkpoints_topic(flow.source), 1,
+                          flow.get("checkpoints.topic.replication.factor"))
+
+
+def select_groups(config: MirrorConfig, flow: FlowConfig) -> list[str]:
+    """Source consumer groups the flow checkpoints (include minus exclude, whole names)."""
+    include = compile_pattern_list(flow.get("groups"))
+    exclude = compile_pattern_list(flow.get("groups.exclude"))
+    admin = clients.admin_client(config.cluster(flow.source))
+    listing = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+    names = {g.group_id for g in listing.valid}
+    return sorted(g for g in names if include.fullmatch(g) and not exclude.fullmatch(g))
+
+
+def committed_offsets(cluster, group: str) -> dict[tuple[str, int], tuple[int, str]]:
+    """(topic, partition) -> (committed offset, metadata) of a group; uncommitted left out."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    admin = clients.admin_client(cluster)
+    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                request_timeout=TIMEOUT_S)
+    result = futures[group].result(TIMEOUT_S)
+    return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+            for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def compute(config: MirrorConfig, flow: FlowConfig) -> list[Checkpoint]:
+    """Checkpoints for every selected group and mirrored partition that can be translated."""
+    syncs = offset_syncs.read(config, flow)
+    topic_filter = flow.topic_filter()
+    policy = flow.policy()
+    source = config.cluster(flow.source)
+    checkpoints = []
+    for group in select_groups(config, flow):
+        for (topic, partition), (offset, metadata) in sorted(
+                committed_offsets(source, group).items()):
+            if not topic_filter.should_replicate(topic):
+                continue
+            downstream = offset_syncs.translate(syncs.get((topic, partition), []), offset)
+            if downstream is None:
+                continue
+            checkpoints.append(Checkpoint(group, policy.format_remote_topic(flow.source, topic),
+                                          partition, offset, downstream, metadata))
+    return checkpoints
+
+
+def emit(config: MirrorConfig, flow: FlowConfig, checkpoints: list[Checkpoint]) -> int:
+    topic = checkpoints_topic(config, flow)
+    if checkpoints:
+        topic.ensure()
+        topic.write([(c.key(), c.value()) for c in checkpoints])
+    return len(checkpoints)
+
+
+def _active_members(admin, group: str) -> int:
+    """Members of a group on the target; 0 for a group that does not exist there."""
+    try:
+        description = admin.describe_consumer_groups([group],
+                                                     request_timeout=TIMEOUT_S)[group].result(
+            TIMEOUT_S)
+    except Exception as exc:
+        if "GROUP_ID_NOT_FOUND" in str(exc):
+            return 0
+        raise
+    return len(description.members)
+
+
+def sync_group_offsets(config: MirrorConfig, flow: FlowConfig,
+                       checkpoints: list[Checkpoint]) -> list[GroupSync]:
+    """Commit translated offsets to idle target groups, never rewinding one."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    target = config.cluster(flow.target)
+    admin = clients.admin_client(target)
+    by_group: dict[str, list[Checkpoint]] = {}
+    for checkpoint in checkpoints:
+        by_group.setdefault(checkpoint.group, []).append(checkpoint)
+    outcomes = []
+    for group, items in sorted(by_group.items()):
+        outcome = GroupSync(group)
+        outcomes.append(outcome)
+        members = _active_members(admin, group)
+        if members:
+            outcome.skipped_reason = (f"group {group!r} has {members} active member(s) on "
+                                      f"cluster {flow.target!r}; its offsets are left alone")
+            log.info("%s", outcome.skipped_reason)
+            continue
+        current = committed_offsets(target, group)
+        forward = [c for c in items
+                   if c.downstream_offset > current.get((c.topic, c.partition), (-1, ""))[0]]
+        if not forward:
+            continue
+        request = ConsumerGroupTopicPartitions(group, [
+            TopicPartition(c.topic, c.partition, c.downstream_offset, metadata=c.metadata)
+            for c in forward])
+        admin.alter_consumer_group_offsets([request],
+                                           request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+        outcome.synced = {f"{c.topic}[{c.partition}]": c.downstream_offset for c in forward}
+    return outcomes
