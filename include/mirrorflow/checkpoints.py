@@ -4,7 +4,7 @@ For every source consumer group that ``groups`` / ``groups.exclude`` select, its
 offsets on mirrored topics are translated through the offset syncs and emitted as
 Checkpoint records to ``<source>.checkpoints.internal`` on the target. With
 ``sync.group.offsets.enabled``, the translated offsets are also committed to the target's
-consumer groups: only for groups with no active member there, and only forward.
+consumer groups: only for groups that are idle there (EMPTY or DEAD), and only forward.
 
 Translation rule (MM2 moves a consumer at most one offset past the nearest sync; here the
 syncs are exact, see :mod:`mirrorflow.offset_syncs`): inside mirrored data a committed
@@ -93,17 +93,25 @@ def emit(config: MirrorConfig, flow: FlowConfig, checkpoints: list[Checkpoint]) 
     return len(checkpoints)
 
 
-def _active_members(admin, group: str) -> int:
-    """Members of a group on the target; 0 for a group that does not exist there."""
+def _why_active(admin, group: str) -> str | None:
+    """Why a target group must be left alone, or None when it is idle.
+
+    As MirrorCheckpointTask does, only EMPTY and DEAD groups (or unknown ones) are synced:
+    the state decides, because Tansu describes an active group with no members listed.
+    """
+    from confluent_kafka import ConsumerGroupState
+
     try:
-        description = admin.describe_consumer_groups([group],
-                                                     request_timeout=TIMEOUT_S)[group].result(
-            TIMEOUT_S)
+        description = admin.describe_consumer_groups(
+            [group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
     except Exception as exc:
         if "GROUP_ID_NOT_FOUND" in str(exc):
-            return 0
+            return None
         raise
-    return len(description.members)
+    if description.state in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
+        return None
+    members = len(description.members)
+    return f"state {description.state.name}" + (f", {members} member(s)" if members else "")
 
 
 def sync_group_offsets(config: MirrorConfig, flow: FlowConfig,
@@ -120,10 +128,10 @@ def sync_group_offsets(config: MirrorConfig, flow: FlowConfig,
     for group, items in sorted(by_group.items()):
         outcome = GroupSync(group)
         outcomes.append(outcome)
-        members = _active_members(admin, group)
-        if members:
-            outcome.skipped_reason = (f"group {group!r} has {members} active member(s) on "
-                                      f"cluster {flow.target!r}; its offsets are left alone")
+        active = _why_active(admin, group)
+        if active:
+            outcome.skipped_reason = (f"group {group!r} is active on cluster {flow.target!r} "
+                                      f"({active}); its offsets are left alone")
             log.info("%s", outcome.skipped_reason)
             continue
         current = committed_offsets(target, group)

@@ -38,7 +38,7 @@ def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[
 
     A missing topic reads as empty. Used for MM2's internal topics, which are small.
     """
-    from confluent_kafka import TopicPartition
+    from confluent_kafka import KafkaError, TopicPartition
 
     admin = clients.admin_client(cluster)
     metadata = admin.list_topics(timeout=15).topics.get(topic)
@@ -49,7 +49,8 @@ def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[
     records: list[LogRecord] = []
     if not pending:
         return records
-    consumer = clients.consumer(cluster, **{"group.id": "mirrorflow-internal"})
+    consumer = clients.consumer(cluster, **{"group.id": "mirrorflow-internal",
+                                            "enable.partition.eof": True})
     try:
         consumer.assign([TopicPartition(t, p, marks[(t, p)].low) for t, p in pending])
         deadline = time.monotonic() + timeout
@@ -58,13 +59,17 @@ def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[
                 raise InternalTopicError(f"cluster {cluster.alias!r}: reading {topic} did not "
                                          f"reach its end within {timeout:.0f}s")
             for msg in consumer.consume(num_messages=10_000, timeout=0.05):
-                if msg.error() is not None:
-                    raise InternalTopicError(
-                        f"cluster {cluster.alias!r}: reading {topic}: {msg.error().str()}")
                 tp = (msg.topic(), msg.partition())
-                records.append(LogRecord(msg.partition(), msg.offset(), msg.key(), msg.value(),
-                                         msg.timestamp()[1]))
-                if tp in pending and msg.offset() >= pending[tp] - 1:
+                err = msg.error()
+                if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                    raise InternalTopicError(
+                        f"cluster {cluster.alias!r}: reading {topic}: {err.str()}")
+                if err is None:
+                    records.append(LogRecord(msg.partition(), msg.offset(), msg.key(),
+                                             msg.value(), msg.timestamp()[1]))
+                # The last offsets may be transaction markers, which are never delivered:
+                # the end is reached at EOF, or at the last offset the probe saw.
+                if tp in pending and msg.offset() >= pending[tp] - (0 if err else 1):
                     del pending[tp]
                     consumer.incremental_unassign([TopicPartition(*tp)])
     finally:
