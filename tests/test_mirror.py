@@ -40,7 +40,8 @@ def test_mirror_two_way_flows_incrementally(two_clusters: dict[str, str], tmp_pa
     produce(b, "returns", varied_records(40), 1)
     path = config_file(tmp_path / "mm2.properties", two_clusters,
                        "a->b.enabled = true\nb->a.enabled = true\n"
-                       "a->b.topics.exclude = secret\n")
+                       "a->b.topics.exclude = secret\n",
+                       "emit.heartbeats.enabled = false\n")  # "nothing new" means nothing
 
     first = run_cycle(path, "a->b")
     assert first.records == 3500 and not first.resumed
@@ -79,7 +80,8 @@ def test_killed_job_then_rerun_leaves_every_record_once(two_clusters: dict[str, 
     produce(a, "clicks", [(f"k{i}".encode(), payload, None, 1_700_000_000_000 + i)
                           for i in range(total)], 2)
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
-                       "a->b.mirrorflow.max.records.per.partition = 1000000\n")
+                       "a->b.mirrorflow.max.records.per.partition = 1000000\n"
+                       "emit.heartbeats.enabled = false\n")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.Popen([sys.executable, "-m", "mirrorflow.cli", "run", str(path),
                              "--flow", "a->b"], env=env, start_new_session=True,
