@@ -17,11 +17,28 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# SparkSubmitOperator runs `spark-submit` from PATH; the venv's is the full pyspark's.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 # py4j logs from __del__ after pytest has closed the streams; keep it quiet.
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
+os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT",
+                      '{"conn_type": "spark", "host": "local[*]"}')
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """A migrated Airflow metadata database (SQLite) with mirrorflow's Spark pool."""
+    import subprocess
+
+    airflow = Path(sys.executable).parent / "airflow"
+    subprocess.run([str(airflow), "db", "migrate"], check=True, capture_output=True)
+    subprocess.run([str(airflow), "pools", "set", "mirrorflow_spark", "2", "Spark jobs"],
+                   check=True, capture_output=True)
+    return Path(os.environ["AIRFLOW_HOME"])
 
 
 @pytest.fixture(scope="session")

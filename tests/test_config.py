@@ -62,6 +62,7 @@ MIRRORFLOW_DEFAULTS = {
     "mirrorflow.schedule": "*/5 * * * *",
     "mirrorflow.spark.master": "local[*]",
     "mirrorflow.spark.conn.id": "spark_default",
+    "mirrorflow.retry.delay.seconds": 60,
     "mirrorflow.max.records.per.partition": 1_000_000,
     "mirrorflow.records.per.spark.partition": 250_000,
     "mirrorflow.validate.fraction": 1.0,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -86,9 +85,8 @@ def test_one_mib_values_survive_the_mirror_exactly(spark, two_clusters, tmp_path
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true")
     config = load_config(path)
     flow = config.flow("a->b")
-    started = time.monotonic()
     plan, _ = plan_run(config, flow, "blobs-run")
     mirror(spark, str(path), flow, plan)  # the job's own code path, in this session
-    result = commit_step(config, flow, plan, "blobs-run", False, started)
+    result = commit_step(config, flow, plan)
     assert result.records == 6
     assert read_partition(b, "a.blobs", 0) == read_partition(a, "blobs", 0) == big

@@ -331,6 +331,13 @@ _SPECS = [
         origin="mirrorflow",
     ),
     PropertySpec(
+        "mirrorflow.retry.delay.seconds",
+        "60",
+        _as_non_negative_int,
+        "Airflow's delay before a failed task of the flow's DAG is retried.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
         "mirrorflow.max.records.per.partition",
         "1000000",
         _as_positive_int,

@@ -195,9 +195,10 @@ def _topic_configs(config: MirrorConfig, flow: FlowConfig, topics: Iterable[str]
             for resource, future in admin.describe_configs(resources).items()}
 
 
-def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig,
-                         topics: dict[str, int]) -> dict[str, str]:
-    """Create missing remote topics (same partition count); source topic -> remote topic."""
+def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[str, int],
+                         create: bool = True) -> dict[str, str]:
+    """Create missing remote topics (same partition count); source topic -> remote topic.
+    With ``create=False`` (a dry run) nothing is created."""
     from confluent_kafka.admin import NewTopic
 
     policy = flow.policy()
@@ -212,7 +213,7 @@ def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig,
                 f"{len(existing[name].partitions)} partitions, source topic {topic!r} has "
                 f"{topics[topic]}; add partitions to the remote topic first")
     missing = [t for t in topics if remote[t] not in existing]
-    if not missing:
+    if not missing or not create:
         return remote
     configs = (_topic_configs(config, flow, missing)
                if flow.get("sync.topic.configs.enabled") else {})
@@ -232,19 +233,22 @@ def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig,
 
 def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
                only_topics: Iterable[str] | None = None,
-               max_records: int | None = None) -> Plan:
-    """Plan every source partition from its committed position to its true end."""
+               max_records: int | None = None, dry_run: bool = False) -> Plan:
+    """Plan every source partition from its committed position to its true end.
+    A dry run writes nothing: no remote topic is created (their ends count as 0)."""
     topics = discover_topics(config, flow)
     if only_topics is not None:
         wanted = set(only_topics)
         topics = {t: n for t, n in topics.items() if t in wanted}
-    remote = ensure_remote_topics(config, flow, topics)
+    remote = ensure_remote_topics(config, flow, topics, create=not dry_run)
     cap = min(max_records or flow.get("mirrorflow.max.records.per.partition"),
               flow.get("mirrorflow.max.records.per.partition"))
     source_parts = [(t, p) for t, n in topics.items() for p in range(n)]
     source_marks = probe_watermarks(config.cluster(flow.source), source_parts)
-    target_marks = probe_watermarks(config.cluster(flow.target),
-                                    [(remote[t], p) for t, p in source_parts])
+    target = config.cluster(flow.target)
+    existing = set(clients.admin_client(target).list_topics(timeout=10).topics)
+    target_marks = probe_watermarks(target, [(remote[t], p) for t, p in source_parts
+                                             if remote[t] in existing])
     committed = OffsetStore(config.cluster(flow.target), flow.source,
                             flow.get("replication.factor")).positions()
     ranges: list[Range] = []
@@ -271,8 +275,9 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
             start = marks.low
         end = min(marks.high, start + cap)
         if end > start:
+            target_end = target_marks.get((remote[topic], partition))
             ranges.append(Range(topic, partition, start, end, remote[topic],
-                                target_marks[(remote[topic], partition)].high))
+                                target_end.high if target_end else 0))
     return Plan(
         plan_id=f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}",
         flow=flow.name, run_id=run_id, created_ms=int(time.time() * 1000),

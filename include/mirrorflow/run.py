@@ -85,8 +85,8 @@ def mirror_step(config_path: str, flow: FlowConfig, plan: Plan, master: str | No
     raise MirrorJobError(f"flow {flow.name}: the Spark job printed no result")
 
 
-def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str, resumed: bool,
-                started: float) -> RunResult:
+def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan,
+                resumed: bool = False) -> RunResult:
     """Check the job's result covers the plan, then commit positions and close the plan."""
     store = PlanStore(config, flow)
     result = store.result(plan.plan_id)
@@ -94,7 +94,7 @@ def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str,
         raise MirrorJobError(f"flow {flow.name}: plan {plan.plan_id} has no result; the mirror "
                              "job did not finish, nothing was committed")
     by_tp = {(r["topic"], r["partition"]): r for r in result["ranges"]}
-    report = RunResult(flow.name, run_id, plan.plan_id, resumed,
+    report = RunResult(flow.name, plan.run_id, plan.plan_id, resumed,
                        gaps=[asdict(g) for g in plan.gaps])
     for rng in plan.ranges:
         r = by_tp.get((rng.topic, rng.partition), {})
@@ -119,7 +119,6 @@ def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str,
         OffsetStore(config.cluster(flow.target), flow.source,
                     flow.get("replication.factor")).commit(positions)
     store.mark_committed(plan)
-    report.duration_s = round(time.monotonic() - started, 3)
     return report
 
 
@@ -151,7 +150,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
     else:
         PlanStore(config, flow).save_result(plan.plan_id, {"plan_id": plan.plan_id,
                                                            "ranges": []})
-    report = commit_step(config, flow, plan, run_id, resumed, started)
+    report = commit_step(config, flow, plan, resumed)
     checkpoint_step(config, flow, report)
     if beat is not None:
         report.heartbeat = asdict(heartbeats.status(config, flow, beat.timestamp))

@@ -1,0 +1,71 @@
+"""Operator tools: reset a flow's positions (earliest, latest, or a timestamp).
+
+A reset rewrites the offset store for the flow's source partitions and drops a pending
+plan, so the next run plans from the new positions. Resetting to earliest mirrors again
+what is already on the target: it is meant for rebuilding a target, and the DAG and CLI
+ask for an explicit confirmation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mirrorflow import clients
+from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.offsets import OffsetStore
+from mirrorflow.plan import PENDING_KEY, PlanStore, discover_topics
+from mirrorflow.watermarks import probe_watermarks
+
+RESET_MODES = ("earliest", "latest", "timestamp")
+
+
+class ResetError(ValueError):
+    """A reset was asked for wrongly (mode, timestamp or confirmation)."""
+
+
+@dataclass(frozen=True)
+class ResetResult:
+    mode: str
+    positions: dict[str, int]
+
+
+def check_confirmation(flow: FlowConfig, confirm: str | None) -> None:
+    if (confirm or "").strip() != flow.name:
+        raise ResetError(f"a reset of flow {flow.name!r} must be confirmed by giving the flow "
+                         f"name {flow.name!r} as confirmation")
+
+
+def reset_positions(config: MirrorConfig, flow: FlowConfig, mode: str,
+                    timestamp_ms: int | None = None) -> ResetResult:
+    """Set the flow's positions so the next run starts at ``mode`` in every source partition."""
+    if mode not in RESET_MODES:
+        raise ResetError(f"reset mode must be one of {', '.join(RESET_MODES)}, got {mode!r}")
+    if mode == "timestamp" and timestamp_ms is None:
+        raise ResetError("a reset to a timestamp needs the timestamp in milliseconds")
+    source = config.cluster(flow.source)
+    parts = [(t, p) for t, n in discover_topics(config, flow).items() for p in range(n)]
+    marks = probe_watermarks(source, parts)
+    if mode == "earliest":
+        starts = {tp: m.low for tp, m in marks.items()}
+    elif mode == "latest":
+        starts = {tp: m.high for tp, m in marks.items()}
+    else:
+        starts = _offsets_for_time(source, parts, timestamp_ms, marks)
+    store = OffsetStore(config.cluster(flow.target), flow.source, flow.get("replication.factor"))
+    store.commit({tp: start - 1 for tp, start in starts.items()})
+    PlanStore(config, flow).topic.write([(PENDING_KEY, None)])
+    return ResetResult(mode, {f"{t}[{p}]": s for (t, p), s in sorted(starts.items())})
+
+
+def _offsets_for_time(source, parts, timestamp_ms, marks) -> dict[tuple[str, int], int]:
+    """First offset at or after the timestamp; the end where every record is older."""
+    from confluent_kafka import TopicPartition
+
+    consumer = clients.consumer(source)
+    try:
+        found = consumer.offsets_for_times(
+            [TopicPartition(t, p, timestamp_ms) for t, p in parts], timeout=30)
+    finally:
+        consumer.close()
+    return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0
+            else marks[(tp.topic, tp.partition)].high for tp in found}

@@ -1,0 +1,136 @@
+"""The generated DAG, run with real Airflow (dag.test()), real Spark and real brokers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from helpers.kafka import config_file, create_topic, produce, read_partition, topics, varied_records
+from mirrorflow import remote
+from mirrorflow.config import load_config
+from mirrorflow.offsets import OffsetStore
+from mirrorflow.watermarks import probe_watermarks
+
+pytestmark = [pytest.mark.airflow, pytest.mark.broker, pytest.mark.spark]
+
+
+def flow_dag(path: Path, monkeypatch: pytest.MonkeyPatch, dag_id: str = "mirror__a__b"):
+    from airflow.dag_processing.dagbag import DagBag
+
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(path))
+    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    assert bag.import_errors == {}
+    return bag.dags[dag_id]
+
+
+def states(run) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+
+
+def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, tmp_path,
+                                                      monkeypatch) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 2)
+    produce(a, "orders", varied_records(600), 2)
+    consumer = Consumer({"bootstrap.servers": a, "group.id": "billing"})
+    consumer.commit(offsets=[TopicPartition("orders", 0, 120), TopicPartition("orders", 1, 7)],
+                    asynchronous=False)
+    consumer.close()
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "sync.group.offsets.enabled = true\n")
+    dag = flow_dag(path, monkeypatch)
+
+    run = dag.test()
+    assert str(run.state) == "success", states(run)
+    assert states(run)["await_heartbeat"] == "success"
+    for p in range(2):
+        assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
+    assert remote.translate_offsets(load_config(path).cluster("b"), "a", "billing") == {
+        ("a.orders", 0): 120, ("a.orders", 1): 7}
+
+    # A second run (as a re-run or backfill would) mirrors nothing twice.
+    produce(a, "orders", varied_records(10, 600), 2)
+    again = dag.test(logical_date=run.logical_date - timedelta(days=1))
+    assert str(again.state) == "success", states(again)
+    for p in range(2):
+        assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
+
+
+def test_dry_run_writes_nothing(airflow_db, two_clusters, tmp_path, monkeypatch) -> None:
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 1)
+    produce(a, "orders", varied_records(20), 1)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+    run = flow_dag(path, monkeypatch).test(run_conf={"dry_run": True})
+    got = states(run)
+    assert got["plan"] == "skipped" and got["mirror"] == "skipped", got
+    assert "a.orders" not in topics(b)
+    assert OffsetStore(load_config(path).cluster("b"), "a").positions() == {}
+
+
+def test_reset_requires_confirmation_then_moves_positions(airflow_db, two_clusters, tmp_path,
+                                                          monkeypatch) -> None:
+    a = two_clusters["a"]
+    create_topic(a, "orders", 1)
+    produce(a, "orders", varied_records(20), 1)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\nmirrorflow.retry.delay.seconds = 0\n")
+    dag = flow_dag(path, monkeypatch)
+    refused = dag.test(run_conf={"reset": "latest", "dry_run": True})
+    assert states(refused)["plan"] == "failed"
+    store = OffsetStore(load_config(path).cluster("b"), "a")
+    assert store.positions() == {}
+    done = dag.test(run_conf={"reset": "latest", "confirm_reset": "a->b", "dry_run": True},
+                    logical_date=refused.logical_date - timedelta(hours=1))
+    assert states(done)["plan"] == "skipped"  # reset, then the dry run plans nothing
+    assert store.positions() == {("orders", 0): 19}
+
+
+def test_mirror_task_killed_then_retried_by_airflow(airflow_db, two_clusters, tmp_path,
+                                                     monkeypatch) -> None:
+    """A real fault: the Spark job is killed mid-write; Airflow retries the mirror task.
+
+    (Stopping the target broker, the issue's example, would lose its data: Tansu keeps
+    everything in memory.)
+    """
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "clicks", 2)
+    total = 300_000
+    produce(a, "clicks", [(f"k{i}".encode(), b"x" * 512, None, 1_700_000_000_000 + i)
+                          for i in range(total)], 2)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\nmirrorflow.retry.delay.seconds = 0\n")
+    cluster_b = load_config(path).cluster("b")
+    killed = threading.Event()
+
+    def kill_spark_once_records_land() -> None:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if "a.clicks" in topics(b):
+                ends = probe_watermarks(cluster_b, [("a.clicks", 0), ("a.clicks", 1)])
+                if sum(m.high for m in ends.values()) > 20_000:
+                    subprocess.run(["pkill", "-KILL", "-f", "org.apache.spark.deploy.SparkSubmit"],
+                                   check=False)
+                    killed.set()
+                    return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_spark_once_records_land, daemon=True)
+    killer.start()
+    run = flow_dag(path, monkeypatch).test()
+    killer.join(5)
+    assert killed.is_set(), "the Spark job finished before it could be killed"
+    mirror = next(ti for ti in run.get_task_instances() if ti.task_id == "mirror")
+    assert str(run.state) == "success", states(run)
+    assert mirror.try_number >= 2
+    for p in range(2):
+        assert read_partition(b, "a.clicks", p) == read_partition(a, "clicks", p)
