@@ -10,7 +10,16 @@ export PATH := $(BIN):$(PATH)
 export PYSPARK_PYTHON := $(BIN)/python
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: install test lint demo down clean bench
+.PHONY: install test lint demo down clean bench airflow airflow-db
+# Local Airflow (standalone, SQLite) for `make demo` and `make airflow`; tests use their own.
+AIRFLOW_LOCAL_HOME := $(CURDIR)/.airflow
+DEMO_DAG := mirror__primary__backup
+demo airflow airflow-db: export AIRFLOW_HOME = $(AIRFLOW_LOCAL_HOME)
+demo airflow airflow-db: export AIRFLOW__CORE__DAGS_FOLDER = $(CURDIR)/dags
+demo airflow airflow-db: export AIRFLOW__CORE__PLUGINS_FOLDER = $(CURDIR)/plugins
+demo airflow airflow-db: export AIRFLOW__CORE__LOAD_EXAMPLES = False
+demo airflow airflow-db: export AIRFLOW_CONN_SPARK_DEFAULT = {"conn_type": "spark", "host": "local[*]"}
+demo airflow airflow-db: export MIRRORFLOW_CONFIG = $(CURDIR)/$(CONFIG)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,15 +38,27 @@ lint: install
 test: lint
 	$(BIN)/python -m pytest
 
-demo: install
+airflow-db: install
+	$(BIN)/airflow db migrate > /dev/null
+	$(BIN)/airflow pools set mirrorflow_spark 2 "Spark jobs of mirrorflow" > /dev/null
+
+# Local clusters, a filled demo topic, one run of the flow's DAG, and its report.
+demo: airflow-db
 	$(BIN)/mirrorflow demo $(CONFIG)
-	$(BIN)/mirrorflow run $(CONFIG) --flow 'primary->backup' --json
+	@echo "running DAG $(DEMO_DAG) with 'airflow dags test' (log: .airflow/demo-run.log)"
+	$(BIN)/airflow dags test $(DEMO_DAG) > $(AIRFLOW_LOCAL_HOME)/demo-run.log 2>&1
+	$(BIN)/mirrorflow report $(CONFIG) --flow 'primary->backup'
+
+# Airflow standalone on http://localhost:8080 with this project's DAGs and local clusters.
+airflow: airflow-db
+	$(BIN)/mirrorflow local up $(CONFIG)
+	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS=True $(BIN)/airflow standalone
 
 down:
 	$(BIN)/mirrorflow local down $(CONFIG)
 
 clean: down
-	rm -rf .mirrorflow .pytest_cache .ruff_cache
+	rm -rf .mirrorflow .airflow reports .pytest_cache .ruff_cache
 
 bench: install
 	$(BIN)/python bench/run_bench.py

@@ -75,3 +75,28 @@ def test_parsing_imports_no_heavy_modules(repo: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "HEAVY=\n" in out.stdout + "\n"
+
+
+def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
+                    "a->b.enabled = true\nb->a.enabled = true\n"
+                    "a->b.sync.group.offsets.enabled = true\n"
+                    "b->a.emit.heartbeats.enabled = false\nb->a.emit.checkpoints.enabled = false\n"
+                    "b->a.mirrorflow.schedule = none\n")
+    bag = dagbag_for(path, repo / "dags", monkeypatch)
+    full, bare = bag.dags["mirror__a__b"], bag.dags["mirror__b__a"]
+    assert set(full.task_ids) == {
+        "check_clusters", "emit_heartbeat", "plan", "mirror", "commit_and_sync_offsets",
+        "checkpoint", "sync_group_offsets", "await_heartbeat", "report"}
+    assert set(bare.task_ids) == {"check_clusters", "plan", "mirror", "commit_and_sync_offsets",
+                                  "report"}
+    assert full.get_task("emit_heartbeat").downstream_task_ids == {"plan"}
+    assert full.get_task("mirror").pool == "mirrorflow_spark"
+    assert full.get_task("mirror")._conn_id == "spark_default"
+    assert bare.schedule is None or str(bare.timetable.summary) in ("None", "")
+    assert set(full.params) == {"topics", "max_records_per_partition", "dry_run", "reset",
+                                "reset_timestamp_ms", "confirm_reset"}
+    for dag in (full, bare):
+        assert all(t.retries >= 2 and t.doc_md for t in dag.tasks), dag.dag_id

@@ -116,14 +116,19 @@ def sync_group_offsets(config_file: str, flow_name: str) -> list[dict]:
             checkpoints.sync_group_offsets(config, flow, checkpoints.compute(config, flow))]
 
 
-def report(flow_name: str, committed: dict) -> dict:
-    """The run's summary, in the task log and as this task's XCom."""
-    import json
+def report(flow_name: str, committed: dict, run_id: str, ti=None) -> dict:
+    """The run's summary: the commit's result plus what the other tasks returned."""
+    from mirrorflow import reports
 
-    log.info("flow %s run %s: %s", flow_name, committed["run_id"], json.dumps(committed))
-    return {"flow": flow_name, "run_id": committed["run_id"], "plan_id": committed["plan_id"],
-            "records": committed["records"], "bytes": committed["bytes"],
-            "offset_syncs": committed["offset_syncs"]}
+    summary = dict(committed, airflow_run_id=run_id)
+    for task_id, key in (("checkpoint", "checkpoints"), ("sync_group_offsets", "group_sync"),
+                         ("await_heartbeat", "heartbeat")):
+        value = ti.xcom_pull(task_ids=task_id) if ti is not None else None
+        if value is not None:
+            summary[key] = value
+    path = reports.write(flow_name, run_id, summary)
+    log.info("report of %s written to %s", flow_name, path)
+    return summary
 
 
 # --------------------------------------------------------------------------- the DAG

@@ -141,6 +141,19 @@ def cmd_translate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from mirrorflow import reports
+
+    flow = load_config(args.config).flow(args.flow)
+    try:
+        summary = reports.read(flow.name, args.run)
+    except FileNotFoundError as exc:
+        print(f"mirrorflow: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(json.dumps(summary, indent=2, sort_keys=True))
+    return EXIT_OK
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     from mirrorflow.inspect import describe_records
 
@@ -186,6 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--group", required=True)
     translate.add_argument("--json", action="store_true")
     translate.set_defaults(func=cmd_translate)
+
+    report = sub.add_parser("report", help="a DAG run's summary (the newest by default)")
+    report.add_argument("config")
+    report.add_argument("--flow", required=True, help="SOURCE->TARGET")
+    report.add_argument("--run", help="the Airflow run id")
+    report.set_defaults(func=cmd_report)
 
     inspect = sub.add_parser("inspect", help="print an internal topic in readable form")
     inspect.add_argument("config")
