@@ -16,6 +16,7 @@ os.environ.setdefault("AIRFLOW_HOME", _AIRFLOW_HOME)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("MIRRORFLOW_REPORTS_DIR", tempfile.mkdtemp(prefix="mirrorflow-reports-"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # SparkSubmitOperator runs `spark-submit` from PATH; the venv's is the full pyspark's.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, topics, varied_records
-from mirrorflow import remote
+from mirrorflow import remote, reports
 from mirrorflow.config import load_config
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.watermarks import probe_watermarks
@@ -37,6 +37,7 @@ def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, 
                                                       monkeypatch) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
+    monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "orders", 2)
     produce(a, "orders", varied_records(600), 2)
@@ -55,6 +56,9 @@ def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, 
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
     assert remote.translate_offsets(load_config(path).cluster("b"), "a", "billing") == {
         ("a.orders", 0): 120, ("a.orders", 1): 7}
+    report = reports.read("a->b", run.run_id)
+    assert report["records"] == 601 and report["heartbeat"]["arrived"]
+    assert report["checkpoints"] == 2 and report["group_sync"][0]["group"] == "billing"
 
     # A second run (as a re-run or backfill would) mirrors nothing twice.
     produce(a, "orders", varied_records(10, 600), 2)

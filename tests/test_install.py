@@ -42,3 +42,13 @@ def test_makefile_and_ci_use_the_same_install(repo: Path) -> None:
     assert "pip install -e '.[dev]'" in makefile
     assert f"PYSPARK_VERSION := {pinned(repo, 'pyspark')}" in makefile
     assert "make test" in (repo / ".ci" / "run").read_text()
+
+
+def test_dockerfile_installs_the_way_the_readme_does(repo: Path) -> None:
+    """The image cannot be built here (no Docker engine); it must use the same install."""
+    dockerfile = (repo / "Dockerfile").read_text()
+    assert "openjdk-17-jre" in dockerfile  # Spark needs Java 17
+    assert "make install" in dockerfile
+    assert "MIRRORFLOW_CONFIG=" in dockerfile
+    assert "AIRFLOW__CORE__DAGS_FOLDER=/usr/local/airflow/dags" in dockerfile
+    assert "FROM python:3.11" in dockerfile

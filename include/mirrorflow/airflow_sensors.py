@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from airflow.sdk import PokeReturnValue
 from airflow.sdk.bases.sensor import BaseSensorOperator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -71,11 +72,11 @@ class HeartbeatSensor(BaseSensorOperator):
                    method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
         return None
 
-    def poke(self, context) -> bool:
+    def poke(self, context) -> PokeReturnValue:
         status = _arrived(self.config_file, self.flow_name, int(self.since_ms))
         self.log.info("heartbeat in %s: arrived=%s newest=%s (age %s ms)", status["topic"],
                       status["arrived"], status["newest_ms"], status["age_ms"])
-        return bool(status["arrived"])
+        return PokeReturnValue(is_done=bool(status["arrived"]), xcom_value=status)
 
     def execute_complete(self, context, event: dict) -> dict:
         self.log.info("heartbeat arrived: %s", event)

@@ -61,7 +61,7 @@ class RunResult:
     checkpoints: int = 0
     group_sync: list[dict] = field(default_factory=list)
     heartbeat: dict | None = None
-    duration_s: float = 0.0
+    duration_s: float | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
