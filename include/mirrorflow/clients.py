@@ -56,8 +56,17 @@ def _from_jaas(jaas: str) -> dict[str, str]:
 
 
 def client_config(cluster: ClusterConfig, role: str, **extra: Any) -> dict[str, Any]:
-    """Full librdkafka config for a role on a cluster (extra settings win)."""
-    config = librdkafka_config(cluster.client_config(role))
+    """Full librdkafka config for a role on a cluster (extra settings win), with
+    ``${provider:path:key}`` secrets resolved (errors name the property, not the value)."""
+    from mirrorflow.secrets import SecretError, resolve
+
+    resolved = {}
+    for key, value in cluster.client_config(role).items():
+        try:
+            resolved[key] = resolve(value, cluster.providers)
+        except SecretError as exc:
+            raise SecretError(f"cluster {cluster.alias!r}, {role} setting {key!r}: {exc}") from None
+    config = librdkafka_config(resolved)
     config.update(extra)
     return config
 

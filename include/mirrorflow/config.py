@@ -393,7 +393,6 @@ _IGNORED_PREFIXES = (
     "header.converter",
     "worker",
     "task.",
-    "config.providers.",
     "replication.policy.",
     "topic.filter.class",
     "group.filter.class",
@@ -431,12 +430,15 @@ class ClusterConfig:
     bootstrap_servers: str
     settings: Mapping[str, str]
     overrides: Mapping[str, Mapping[str, str]]
+    providers: Mapping[str, str] = field(default_factory=dict)
 
     def client_config(self, role: str) -> dict[str, str]:
         """Kafka client properties for ``role`` (producer, consumer or admin).
 
         Cluster-level client settings first, then the role's own overrides, as
         ``MirrorMakerConfig.clusterProps`` pushes them down with ``putIfAbsent``.
+        ``${provider:path:key}`` placeholders are left in: :mod:`mirrorflow.clients`
+        resolves them when it creates a client.
         """
         if role not in CLIENT_ROLES:
             raise ValueError(f"unknown client role {role!r}")
@@ -567,7 +569,8 @@ def resolve(entries: list[Entry], *, path: Path | None, digest: str) -> MirrorCo
         latest[entry.key] = entry
 
     aliases = _cluster_aliases(latest)
-    clusters = {alias: _cluster(alias, latest) for alias in aliases}
+    providers = _config_providers(latest)
+    clusters = {alias: _cluster(alias, latest, providers) for alias in aliases}
     flow_entries = _flow_entries(latest, aliases)
     defaults = _top_level_flow_defaults(latest, aliases, warnings)
 
@@ -616,7 +619,32 @@ def _cluster_aliases(latest: Mapping[str, Entry]) -> list[str]:
     return aliases
 
 
-def _cluster(alias: str, latest: Mapping[str, Entry]) -> ClusterConfig:
+def _config_providers(latest: Mapping[str, Entry]) -> dict[str, str]:
+    """``config.providers`` and their classes; every placeholder must name one of them."""
+    from mirrorflow.secrets import PROVIDER_CLASSES, placeholders
+
+    entry = latest.get("config.providers")
+    names = as_list(entry.value) if entry else ()
+    providers: dict[str, str] = {}
+    for name in names:
+        key = f"config.providers.{name}.class"
+        cls = latest.get(key)
+        if cls is None or cls.value.strip() not in PROVIDER_CLASSES:
+            raise ConfigError(
+                f"config provider {name!r} needs a class, one of "
+                f"{', '.join(sorted(PROVIDER_CLASSES))}",
+                prop=key, line=(cls or entry).line)
+        providers[name] = PROVIDER_CLASSES[cls.value.strip()]
+    for key, item in latest.items():
+        for name in placeholders(item.value):
+            if name not in providers:
+                raise ConfigError(f"the value refers to config provider {name!r}, which "
+                                  "config.providers does not declare", prop=key, line=item.line)
+    return providers
+
+
+def _cluster(alias: str, latest: Mapping[str, Entry],
+             providers: Mapping[str, str]) -> ClusterConfig:
     prefix = alias + "."
     own = {k[len(prefix):]: e.value for k, e in latest.items()
            if k.startswith(prefix) and FLOW_ARROW not in k}
@@ -640,7 +668,8 @@ def _cluster(alias: str, latest: Mapping[str, Entry]) -> ClusterConfig:
             overrides[role][rest] = value
         else:
             settings[key] = value
-    return ClusterConfig(alias, own["bootstrap.servers"].strip(), settings, overrides)
+    return ClusterConfig(alias, own["bootstrap.servers"].strip(), settings, overrides,
+                         dict(providers))
 
 
 def _split_flow_key(key: str, aliases: list[str], line: int) -> tuple[str, str, str]:
@@ -685,7 +714,8 @@ def _top_level_flow_defaults(
         canonical = _DEPRECATED_ALIASES.get(key, key)
         if canonical in FLOW_PROPERTIES:
             defaults[canonical] = entry
-        elif key in _TOP_LEVEL_KEYS or _CLIENT_LEVEL_RE.match(key):
+        elif (key in _TOP_LEVEL_KEYS or _CLIENT_LEVEL_RE.match(key)
+              or re.fullmatch(r"config\.providers\.[^.]+\.(class|param\..+)", key)):
             continue
         elif key.startswith(_IGNORED_PREFIXES):
             warnings.append(f"line {entry.line}: property '{key}' is a Kafka Connect setting "
