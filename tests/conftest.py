@@ -64,3 +64,20 @@ def two_clusters(tmp_path: Path) -> Iterator[dict[str, str]]:
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One in-process Spark session (local[2]) with ``kafka_range`` registered."""
+    from pyspark.sql import SparkSession
+
+    from mirrorflow.spark.source import KafkaRangeDataSource
+
+    session = (SparkSession.builder.master("local[2]").appName("mirrorflow-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.execution.arrow.maxRecordsPerBatch", 2000)
+               .config("spark.sql.shuffle.partitions", 4)
+               .getOrCreate())
+    session.dataSource.register(KafkaRangeDataSource)
+    yield session
+    session.stop()

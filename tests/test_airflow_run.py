@@ -59,6 +59,8 @@ def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, 
     report = reports.read("a->b", run.run_id)
     assert report["records"] == 601 and report["heartbeat"]["arrived"]
     assert report["checkpoints"] == 2 and report["group_sync"][0]["group"] == "billing"
+    assert report["validation"]["success"] and report["validation"]["verified_records"] == 601
+    assert Path(report["validation"]["data_docs"]).exists()
 
     # A second run (as a re-run or backfill would) mirrors nothing twice.
     produce(a, "orders", varied_records(10, 600), 2)
@@ -66,6 +68,34 @@ def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, 
     assert str(again.state) == "success", states(again)
     for p in range(2):
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
+
+
+def test_failed_completeness_check_fails_the_run_before_commit(airflow_db, two_clusters,
+                                                               tmp_path, monkeypatch) -> None:
+    from confluent_kafka import Producer
+
+    from mirrorflow.plan import PlanStore, plan_run
+
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 1)
+    produce(a, "orders", varied_records(50), 1)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\nmirrorflow.retry.delay.seconds = 0\n")
+    config = load_config(path)
+    flow = config.flow("a->b")
+    pending, _ = plan_run(config, flow, "earlier")
+    producer = Producer({"bootstrap.servers": b})  # into the remote topic, not from a
+    producer.produce("a.orders", value=b"foreign", partition=0)
+    producer.flush(10)
+
+    run = flow_dag(path, monkeypatch).test()
+    got = states(run)
+    assert str(run.state) == "failed" and got["validate"] == "failed", got
+    assert got["commit_and_sync_offsets"] == "upstream_failed"
+    assert OffsetStore(config.cluster("b"), "a").positions() == {}
+    assert PlanStore(config, flow).pending().plan_id == pending.plan_id
+    failed = reports.read("a->b", run.run_id)["validation"]
+    assert not failed["success"] and "orders[0] -> a.orders[0]" in failed["failures"][0]
 
 
 def test_dry_run_writes_nothing(airflow_db, two_clusters, tmp_path, monkeypatch) -> None:

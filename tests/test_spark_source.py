@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,6 @@ from mirrorflow.config import load_config
 from mirrorflow.plan import plan_run
 from mirrorflow.run import commit_step
 from mirrorflow.spark.job import mirror
-from mirrorflow.spark.source import KafkaRangeDataSource
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -22,20 +19,6 @@ pytestmark = [pytest.mark.broker, pytest.mark.spark]
 SPARK_KAFKA_SCHEMA = (
     "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
     "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,value:binary>>>")
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (SparkSession.builder.master("local[2]").appName("mirrorflow-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.execution.arrow.maxRecordsPerBatch", 2000)
-               .getOrCreate())
-    session.dataSource.register(KafkaRangeDataSource)
-    yield session
-    session.stop()
 
 
 def test_schema_and_rows_match_the_builtin_kafka_source(spark, two_clusters) -> None:

@@ -7,7 +7,9 @@ file naming the property at fault. Every task calls the library functions that
 
 Task order: ``emit_heartbeat`` comes first so that this run's own mirror carries the
 heartbeat to the target, where ``await_heartbeat`` senses it; waiting for the next run
-instead could never succeed with ``max_active_runs = 1``.
+instead could never succeed with ``max_active_runs = 1``. ``validate`` comes between
+``mirror`` and ``commit_and_sync_offsets``: a target that fails the completeness check
+keeps the plan pending and gets no checkpoints or group offsets.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def plan(config_file: str, flow_name: str, params: dict, run_id: str) -> dict:
     limits = {"only_topics": params.get("topics") or None,
               "max_records": params.get("max_records_per_partition")}
     if params.get("dry_run"):
-        from airflow.exceptions import AirflowSkipException
+        from airflow.sdk.exceptions import AirflowSkipException
 
         dry = build_plan(config, flow, run_id, dry_run=True, **limits)
         lines = [f"{r.topic}[{r.partition}] {r.start}..{r.end - 1} -> {r.remote_topic}"
@@ -116,11 +118,15 @@ def sync_group_offsets(config_file: str, flow_name: str) -> list[dict]:
             checkpoints.sync_group_offsets(config, flow, checkpoints.compute(config, flow))]
 
 
-def report(flow_name: str, committed: dict, run_id: str, ti=None) -> dict:
-    """The run's summary: the commit's result plus what the other tasks returned."""
+def report(config_file: str, flow_name: str, committed: dict, run_id: str, ti=None) -> dict:
+    """The run's summary: the commit's result, the validation, what the other tasks
+    returned; replaces the summary the validate step wrote."""
     from mirrorflow import reports
+    from mirrorflow.plan import PlanStore
 
-    summary = dict(committed, airflow_run_id=run_id)
+    config = load_config(config_file)
+    validation = PlanStore(config, config.flow(flow_name)).validation(committed["plan_id"])
+    summary = dict(committed, run_id=run_id, validation=validation)
     for task_id, key in (("checkpoint", "checkpoints"), ("sync_group_offsets", "group_sync"),
                          ("await_heartbeat", "heartbeat")):
         value = ti.xcom_pull(task_ids=task_id) if ti is not None else None
@@ -138,8 +144,9 @@ def _params():
     from airflow.sdk import Param
 
     return {
-        "topics": Param([], type="array", items={"type": "string"},
-                        description="Only these source topics (empty: every selected topic)."),
+        "topics": Param(None, type=["null", "array"], items={"type": "string"},
+                        description="Only these source topics, one per line (empty: every "
+                                    "topic the flow selects)."),
         "max_records_per_partition": Param(None, type=["null", "integer"], minimum=1,
                                            description="Cap this run's range per partition."),
         "dry_run": Param(False, type="boolean",
@@ -195,18 +202,23 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             check_clusters)(path, name)
         planned = task(task_id="plan", doc_md="Store the run's ranges (a retry reuses them).")(
             plan)(path, name)
-        mirror = SparkSubmitOperator(
-            task_id="mirror",
-            doc_md="The PySpark job mirrors the stored plan (spark_jobs/mirror_batch.py).",
-            application=str(JOB_SCRIPT),
-            conn_id=flow.get("mirrorflow.spark.conn.id"),
-            name=f"mirrorflow {name}",
-            application_args=["--config", path, "--flow", name, "--plan-id",
-                              "{{ ti.xcom_pull(task_ids='plan')['plan_id'] }}"],
-            conf={"spark.ui.showConsoleProgress": "false"},
-            env_vars={"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)},
-            pool=SPARK_POOL,
-        )
+        def spark_job(task_id: str, steps: str, doc: str) -> SparkSubmitOperator:
+            return SparkSubmitOperator(
+                task_id=task_id, doc_md=doc, application=str(JOB_SCRIPT),
+                conn_id=flow.get("mirrorflow.spark.conn.id"), name=f"mirrorflow {name} {steps}",
+                application_args=["--config", path, "--flow", name, "--plan-id",
+                                  "{{ ti.xcom_pull(task_ids='plan')['plan_id'] }}",
+                                  "--steps", steps, "--run-id", "{{ run_id }}"],
+                conf={"spark.ui.showConsoleProgress": "false"},
+                env_vars={"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)},
+                pool=SPARK_POOL)
+
+        mirror = spark_job("mirror", "mirror", "The PySpark job mirrors the stored plan "
+                                               "(spark_jobs/mirror_batch.py).")
+        validate = spark_job("validate", "validate",
+                             "Completeness proof with Great Expectations: counts, digests, "
+                             "duplicates, gaps, offset syncs, checkpoints. A mismatch fails "
+                             "here, before anything is committed; Data Docs in the reports.")
         committed = task(task_id="commit_and_sync_offsets",
                          doc_md="Emit offset syncs, then commit positions (MM2's offset store).")(
             commit_and_sync_offsets)(path, name, planned)
@@ -225,7 +237,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             last.append(sensed)
         else:
             clusters >> planned
-        planned >> mirror >> committed
+        planned >> mirror >> validate >> committed
         if flow.get("emit.checkpoints.enabled"):
             cps = task(task_id="checkpoint", doc_md="Checkpoints for the selected groups.")(
                 checkpoint)(path, name)
@@ -237,7 +249,8 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                 sync_group_offsets)(path, name)
             committed >> synced
             last.append(synced)
-        summary = task(task_id="report", doc_md="The run's summary.")(report)(name, committed)
+        summary = task(task_id="report", doc_md="The run's summary and the flow's report index.")(
+            report)(path, name, committed)
         last >> summary
     return dag
 

@@ -116,6 +116,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     for group in result.group_sync:
         detail = group["skipped_reason"] or f"synced {group['synced'] or 'nothing new'}"
         print(f"  group {group['group']}: {detail}")
+    if result.validation:
+        v = result.validation
+        print(f"  completeness: passed, {v['verified_records']} of {v['planned_records']} "
+              f"records verified; Data Docs {v['data_docs']}")
     if result.heartbeat:
         hb = result.heartbeat
         print(f"  heartbeat in {hb['topic']}: {'arrived' if hb['arrived'] else 'not arrived'}, "
@@ -150,7 +154,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"mirrorflow: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    print(json.dumps(summary, indent=2, sort_keys=True))
+    print(json.dumps(summary, indent=2, sort_keys=True) if args.json
+          else reports.render(summary))
     return EXIT_OK
 
 
@@ -204,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("config")
     report.add_argument("--flow", required=True, help="SOURCE->TARGET")
     report.add_argument("--run", help="the Airflow run id")
+    report.add_argument("--json", action="store_true", help="the whole summary as JSON")
     report.set_defaults(func=cmd_report)
 
     inspect = sub.add_parser("inspect", help="print an internal topic in readable form")

@@ -359,6 +359,14 @@ _SPECS = [
         origin="mirrorflow",
     ),
     PropertySpec(
+        "mirrorflow.validate.expectations.dir",
+        "",
+        _as_string,
+        "Folder of extra Great Expectations suites (JSON) run over the mirrored records; "
+        "empty = include/expectations of the project.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
         "failOnDataLoss",
         "true",
         _as_bool,

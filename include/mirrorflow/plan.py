@@ -145,6 +145,14 @@ class PlanStore:
         text = self.topic.read().get(b"result/" + plan_id.encode())
         return json.loads(text) if text is not None else None
 
+    def save_validation(self, plan_id: str, validation: dict) -> None:
+        self.topic.write([(b"validation/" + plan_id.encode(),
+                           json.dumps(validation).encode())])
+
+    def validation(self, plan_id: str) -> dict | None:
+        text = self.topic.read().get(b"validation/" + plan_id.encode())
+        return json.loads(text) if text is not None else None
+
     def mark_committed(self, plan: Plan) -> None:
         """Clear the pending mark and drop all but the newest plans and results."""
         entries = self.topic.read()
@@ -154,7 +162,8 @@ class PlanStore:
         old = [p.plan_id.encode() for p in plans[:-KEEP_PLANS]]
         self.topic.write([(PENDING_KEY, None)]
                          + [(b"plan/" + i, None) for i in old]
-                         + [(b"result/" + i, None) for i in old])
+                         + [(prefix + i, None) for i in old
+                            for prefix in (b"result/", b"validation/")])
 
 
 # --------------------------------------------------------------------------- planning

@@ -65,17 +65,26 @@ def replication_hops(config: MirrorConfig, alias: str, upstream_alias: str,
     return best
 
 
-def translate_offsets(target: ClusterConfig, source_alias: str, group: str,
-                      policy: ReplicationPolicy | None = None) -> dict[tuple[str, int], int]:
-    """Where ``group`` should resume on the target: (remote topic, partition) -> offset,
-    from the newest checkpoints in ``<source>.checkpoints.internal``."""
+def latest_checkpoints(target: ClusterConfig, source_alias: str,
+                       policy: ReplicationPolicy | None = None,
+                       ) -> dict[tuple[str, str, int], Checkpoint]:
+    """(group, remote topic, partition) -> the newest checkpoint in
+    ``<source>.checkpoints.internal`` on the target; malformed records are skipped."""
     policy = policy or DefaultReplicationPolicy()
-    latest: dict[tuple[str, int], int] = {}
+    latest: dict[tuple[str, str, int], Checkpoint] = {}
     for record in read_log(target, policy.checkpoints_topic(source_alias)):
         try:
             checkpoint = Checkpoint.decode(record.key or b"", record.value or b"")
         except RecordFormatError:
             continue
-        if checkpoint.group == group:
-            latest[(checkpoint.topic, checkpoint.partition)] = checkpoint.downstream_offset
+        latest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
     return latest
+
+
+def translate_offsets(target: ClusterConfig, source_alias: str, group: str,
+                      policy: ReplicationPolicy | None = None) -> dict[tuple[str, int], int]:
+    """Where ``group`` should resume on the target: (remote topic, partition) -> offset,
+    from the newest checkpoints in ``<source>.checkpoints.internal``."""
+    return {(topic, partition): checkpoint.downstream_offset
+            for (name, topic, partition), checkpoint in
+            latest_checkpoints(target, source_alias, policy).items() if name == group}

@@ -1,51 +1,151 @@
-"""Run reports: one JSON summary per run under a reports directory, per flow.
+"""Run reports: per flow and run, a JSON summary and the Great Expectations Data Docs,
+plus an index page per flow listing recent runs with pass/fail.
 
-The directory is ``$MIRRORFLOW_REPORTS_DIR``, default ``reports/`` at the project root.
+Layout under ``$MIRRORFLOW_REPORTS_DIR`` (default ``reports/`` at the project root)::
+
+    <source>__<target>/index.html              recent runs of the flow
+    <source>__<target>/<run id>/summary.json   the run's summary
+    <source>__<target>/<run id>/index.html     the run's Data Docs (completeness suites)
+
 On a multi-worker deployment point it at shared storage.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 REPORTS_ENV = "MIRRORFLOW_REPORTS_DIR"
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "reports"
+SUMMARY = "summary.json"
+INDEX_RUNS = 50
+SHARED_STATIC = "_static"
 
 
 def reports_dir() -> Path:
     return Path(os.environ.get(REPORTS_ENV) or DEFAULT_DIR)
 
 
-def _flow_dir(flow_name: str) -> Path:
+def flow_dir(flow_name: str) -> Path:
     return reports_dir() / flow_name.replace("->", "__")
 
 
-def _file_name(run_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.+-]", "_", run_id) + ".json"
+def run_dir(flow_name: str, run_id: str) -> Path:
+    return flow_dir(flow_name) / re.sub(r"[^A-Za-z0-9_.+-]", "_", run_id)
+
+
+def share_static(docs_dir: Path) -> None:
+    """Data Docs copy 4 MB of fonts and styles into every site; keep one copy per flow and
+    link each run's ``static`` to it, so a run's report costs about 150 kB."""
+    static = docs_dir / "static"
+    if not static.is_dir() or static.is_symlink():
+        return
+    shared = docs_dir.parent / SHARED_STATIC
+    if shared.is_dir():
+        shutil.rmtree(static)
+    else:
+        static.rename(shared)
+    static.symlink_to(Path("..") / SHARED_STATIC)
 
 
 def write(flow_name: str, run_id: str, summary: dict) -> Path:
-    directory = _flow_dir(flow_name)
+    """Write the run's summary and refresh the flow's index page."""
+    directory = run_dir(flow_name, run_id)
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / _file_name(run_id)
+    path = directory / SUMMARY
     path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    write_index(flow_name)
     return path
+
+
+def _summaries(flow_name: str) -> list[tuple[Path, dict]]:
+    found = sorted(flow_dir(flow_name).glob(f"*/{SUMMARY}"), key=lambda p: p.stat().st_mtime)
+    return [(p, json.loads(p.read_text())) for p in found]
 
 
 def read(flow_name: str, run_id: str | None = None) -> dict:
     """A run's summary, or the newest one; FileNotFoundError names what is missing."""
-    directory = _flow_dir(flow_name)
-    if run_id is not None:
-        path = directory / _file_name(run_id)
-    else:
-        found = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime)
+    if run_id is None:
+        found = _summaries(flow_name)
         if not found:
-            raise FileNotFoundError(f"no report for flow {flow_name!r} in {directory}")
-        path = found[-1]
+            raise FileNotFoundError(f"no report for flow {flow_name!r} in "
+                                    f"{flow_dir(flow_name)}")
+        return found[-1][1]
+    path = run_dir(flow_name, run_id) / SUMMARY
     if not path.exists():
         raise FileNotFoundError(f"no report for run {run_id!r} of flow {flow_name!r} in "
-                                f"{directory}")
+                                f"{flow_dir(flow_name)}")
     return json.loads(path.read_text())
+
+
+def verdict(summary: dict) -> str:
+    validation = summary.get("validation")
+    if not validation:
+        return "not validated"
+    return "passed" if validation.get("success") else "FAILED"
+
+
+def write_index(flow_name: str) -> Path:
+    """The flow's index page: newest runs first, with pass/fail and links."""
+    rows = []
+    for path, summary in reversed(_summaries(flow_name)[-INDEX_RUNS:]):
+        validation = summary.get("validation") or {}
+        state = verdict(summary)
+        docs = path.parent / "index.html"
+        link = (f'<a href="{html.escape(path.parent.name)}/index.html">Data Docs</a>'
+                if docs.exists() else "")
+        rows.append(
+            f'<tr class="{"ok" if state == "passed" else "bad"}">'
+            f"<td>{html.escape(str(summary.get('run_id', '')))}</td>"
+            f"<td>{html.escape(state)}</td><td>{summary.get('records', 0)}</td>"
+            f"<td>{validation.get('verified_records', '')}</td>"
+            f"<td>{summary.get('duration_s', '')}</td>"
+            f'<td><a href="{html.escape(path.parent.name)}/{SUMMARY}">summary</a> {link}</td>'
+            "</tr>")
+    page = (
+        "<!doctype html><meta charset=utf-8>"
+        f"<title>mirrorflow {html.escape(flow_name)}</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:.3em .8em;"
+        "border-bottom:1px solid #ddd;text-align:left}.ok td:nth-child(2){color:#060}"
+        ".bad td:nth-child(2){color:#b00;font-weight:bold}</style>"
+        f"<h1>mirrorflow: flow {html.escape(flow_name)}</h1>"
+        "<table><tr><th>run</th><th>completeness</th><th>records mirrored</th>"
+        "<th>records verified</th><th>seconds</th><th></th></tr>"
+        + "".join(rows) + "</table>")
+    path = flow_dir(flow_name) / "index.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page)
+    return path
+
+
+def render(summary: dict) -> str:
+    """The summary as a terminal table: per partition planned, written, verified, digest
+    match and lag, then the failures."""
+    validation = summary.get("validation") or {}
+    lines = [f"flow {summary.get('flow')}  run {summary.get('run_id')}  "
+             f"plan {summary.get('plan_id')}",
+             f"completeness: {verdict(summary)}"
+             + (f"  (verified {validation.get('verified_records', 0)} of "
+                f"{validation.get('planned_records', 0)} records, fraction setting "
+                f"{validation.get('fraction')})" if validation else "")]
+    written = {(p["topic"], p["partition"]): p for p in summary.get("partitions", [])}
+    checked = {(r["topic"], r["partition"]): r for r in validation.get("ranges", [])}
+    header = f"  {'partition':<32} {'planned':>10} {'written':>10} {'verified':>10} " \
+             f"{'digest':>7} {'lag':>8}"
+    lines.append(header)
+    for tp in sorted(set(written) | set(checked)):
+        w, c = written.get(tp, {}), checked.get(tp, {})
+        planned = c.get("planned", w.get("records", 0) + w.get("skipped", 0))
+        verified = c.get("target_records") if c.get("verified") else "-"
+        match = ("yes" if c.get("digest_match") else "NO") if c.get("verified") else "-"
+        lag = c.get("lag") if c.get("lag") is not None else "-"
+        lines.append(f"  {f'{tp[0]}[{tp[1]}]':<32} {planned:>10} {w.get('records', 0):>10} "
+                     f"{verified:>10} {match:>7} {lag:>8}")
+    lines += [f"  ! {failure}" for failure in validation.get("failures", [])]
+    if validation.get("data_docs"):
+        lines.append(f"Data Docs: {validation['data_docs']}")
+    return "\n".join(lines)

@@ -1,5 +1,6 @@
-"""One replication cycle of a flow: heartbeat, plan, mirror with Spark, commit positions and
-offset syncs, checkpoints and group offset sync, then sense the heartbeat on the target.
+"""One replication cycle of a flow: heartbeat, plan, mirror with Spark, prove the target
+complete, commit positions and offset syncs, checkpoints and group offset sync, then sense
+the heartbeat on the target and write the run's report.
 
 These are the very functions the DAG's tasks call; ``mirrorflow run`` calls them in a row.
 A failure at any step leaves the committed positions where they were and the plan
@@ -17,12 +18,13 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mirrorflow import checkpoints, heartbeats, offset_syncs
+from mirrorflow import checkpoints, heartbeats, offset_syncs, reports
 from mirrorflow.config import FlowConfig, MirrorConfig, load_config
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.plan import Plan, PlanStore, plan_run
-from mirrorflow.spark.job import RESULT_MARKER
+from mirrorflow.spark.job import EXIT_VALIDATION_FAILED, RESULT_MARKER, VALIDATION_MARKER
 from mirrorflow.spark.submit import submit_command
+from mirrorflow.validate import Validation
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,7 @@ class RunResult:
     checkpoints: int = 0
     group_sync: list[dict] = field(default_factory=list)
     heartbeat: dict | None = None
+    validation: dict | None = None
     duration_s: float | None = None
 
     def to_json(self) -> str:
@@ -68,28 +71,33 @@ class RunResult:
 
 
 def mirror_step(config_path: str, flow: FlowConfig, plan: Plan, master: str | None = None,
-                timeout: float | None = None) -> dict:
-    """Run the Spark job on the plan; return its stored result."""
+                timeout: float | None = None, run_id: str | None = None,
+                ) -> tuple[dict, Validation | None]:
+    """Run the Spark job (mirror, then validate, in one JVM) on the plan; return the stored
+    result and the validation, which may have failed."""
     command = submit_command(config_path, flow.name, plan.plan_id,
-                             master or flow.get("mirrorflow.spark.master"))
+                             master or flow.get("mirrorflow.spark.master"), run_id=run_id)
     log.info("submitting: %s", " ".join(command))
     proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    if proc.returncode != 0:
+    if proc.returncode not in (0, EXIT_VALIDATION_FAILED):
         tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
         raise MirrorJobError(f"flow {flow.name}: the Spark job failed (exit {proc.returncode}); "
                              f"nothing was committed, the next run resumes plan "
                              f"{plan.plan_id}:\n{tail}")
+    found: dict[str, str] = {}
     for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_MARKER):
-            return json.loads(line[len(RESULT_MARKER):])
-    raise MirrorJobError(f"flow {flow.name}: the Spark job printed no result")
+        for marker in (RESULT_MARKER, VALIDATION_MARKER):
+            if line.startswith(marker):
+                found[marker] = line[len(marker):]
+    if RESULT_MARKER not in found or VALIDATION_MARKER not in found:
+        raise MirrorJobError(f"flow {flow.name}: the Spark job printed no result")
+    return (json.loads(found[RESULT_MARKER]),
+            Validation.from_dict(json.loads(found[VALIDATION_MARKER])))
 
 
-def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan,
-                resumed: bool = False) -> RunResult:
-    """Check the job's result covers the plan, then commit positions and close the plan."""
-    store = PlanStore(config, flow)
-    result = store.result(plan.plan_id)
+def summarize(flow: FlowConfig, plan: Plan, result: dict | None,
+              resumed: bool = False) -> RunResult:
+    """The run's figures from the job's result, checking the result covers the plan."""
     if result is None:
         raise MirrorJobError(f"flow {flow.name}: plan {plan.plan_id} has no result; the mirror "
                              "job did not finish, nothing was committed")
@@ -110,6 +118,15 @@ def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan,
             r.get("last_downstream")))
         report.records += written
         report.bytes += r.get("bytes_written", 0)
+    return report
+
+
+def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan,
+                resumed: bool = False) -> RunResult:
+    """Check the job's result covers the plan, then commit positions and close the plan."""
+    store = PlanStore(config, flow)
+    result = store.result(plan.plan_id)
+    report = summarize(flow, plan, result, resumed)
     if flow.get("emit.offset-syncs.enabled"):
         # Before the positions: a crash in between re-emits the same syncs, never loses them.
         report.offset_syncs = offset_syncs.emit(
@@ -137,7 +154,8 @@ def checkpoint_step(config: MirrorConfig, flow: FlowConfig, report: RunResult) -
 def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = None,
               master: str | None = None, only_topics: Iterable[str] | None = None,
               max_records: int | None = None) -> RunResult:
-    """Plan (or resume the pending plan), mirror with Spark, commit."""
+    """Plan (or resume the pending plan), mirror and validate with Spark, commit, report.
+    A failed validation raises ValidationError before anything is committed."""
     started = time.monotonic()
     config = load_config(config_path)
     flow = config.flow(flow_name)
@@ -145,14 +163,24 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
     beat = heartbeats.emit(config, flow) if flow.get("emit.heartbeats.enabled") else None
     plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
                              max_records=max_records)
+    validation = None
     if plan.ranges:
-        mirror_step(str(config_path), flow, plan, master)
+        result, validation = mirror_step(str(config_path), flow, plan, master, run_id=run_id)
     else:
         PlanStore(config, flow).save_result(plan.plan_id, {"plan_id": plan.plan_id,
                                                            "ranges": []})
+    if validation is not None and not validation.success:
+        failed = summarize(flow, plan, result, resumed)
+        failed.run_id, failed.validation = run_id, validation.to_dict()
+        failed.duration_s = round(time.monotonic() - started, 3)
+        reports.write(flow.name, run_id, asdict(failed))
+        raise validation.error()
     report = commit_step(config, flow, plan, resumed)
+    report.run_id = run_id
+    report.validation = validation.to_dict() if validation else None
     checkpoint_step(config, flow, report)
     if beat is not None:
         report.heartbeat = asdict(heartbeats.status(config, flow, beat.timestamp))
     report.duration_s = round(time.monotonic() - started, 3)
+    reports.write(flow.name, run_id, asdict(report))
     return report

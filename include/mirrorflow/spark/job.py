@@ -1,9 +1,13 @@
-"""The mirror batch job: read a stored plan's ranges from the source, write them to the target.
+"""The mirror batch job: read a stored plan's ranges from the source, write them to the
+target, then prove the target complete (:mod:`mirrorflow.validate`).
 
 Submitted with ``spark-submit`` (``spark_jobs/mirror_batch.py`` calls :func:`main`), on
-``local[*]`` or any master. The per-range results are stored with the plan by the data
-source's commit, which Spark runs only after every write task succeeded, and are printed
-on one line prefixed ``MIRRORFLOW_RESULT``.
+``local[*]`` or any master. ``--steps`` picks ``mirror``, ``validate`` or both (the default,
+one JVM for the two; the DAG runs them as separate tasks). The per-range results are
+stored with the plan by the data source's commit, which Spark runs only after every write
+task succeeded, and printed on one line prefixed ``MIRRORFLOW_RESULT``; the validation is
+stored with the plan too and printed after ``MIRRORFLOW_VALIDATION``. A failed validation
+exits with status 2.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from mirrorflow.config import FlowConfig, load_config
 from mirrorflow.plan import Plan, PlanStore
 
 RESULT_MARKER = "MIRRORFLOW_RESULT "
+VALIDATION_MARKER = "MIRRORFLOW_VALIDATION "
+EXIT_VALIDATION_FAILED = 2
+STEPS = ("mirror", "validate")
 # Arrow batches handed to the writer: small enough that 1 MiB records stay bounded in memory.
 ARROW_RECORDS_PER_BATCH = 2_000
 
@@ -42,30 +49,59 @@ def mirror(spark, config_path: str, flow: FlowConfig, plan: Plan) -> None:
      .save())
 
 
+def _steps(text: str) -> list[str]:
+    steps = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = sorted(set(steps) - set(STEPS))
+    if unknown or not steps:
+        raise argparse.ArgumentTypeError(f"--steps takes {', '.join(STEPS)}; got {text!r}")
+    return steps
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="mirrorflow mirror batch job")
     parser.add_argument("--config", required=True)
     parser.add_argument("--flow", required=True)
     parser.add_argument("--plan-id", required=True)
+    parser.add_argument("--steps", type=_steps, default=list(STEPS),
+                        help="mirror, validate, or both (default)")
+    parser.add_argument("--run-id", help="the run the report belongs to (default: the plan's)")
     args = parser.parse_args(argv)
 
     from pyspark.sql import SparkSession
+
+    from mirrorflow.validate import validate_plan
 
     config = load_config(args.config)
     flow = config.flow(args.flow)
     store = PlanStore(config, flow)
     plan = store.load(args.plan_id)
+    validation = None
     spark = (SparkSession.builder.appName(f"mirrorflow {flow.name} {plan.plan_id}")
              .config("spark.sql.execution.arrow.maxRecordsPerBatch", ARROW_RECORDS_PER_BATCH)
              .getOrCreate())
     try:
-        if plan.ranges:
-            mirror(spark, args.config, flow, plan)
-        else:
-            store.save_result(plan.plan_id, {"plan_id": plan.plan_id, "ranges": []})
+        if "mirror" in args.steps:
+            if plan.ranges:
+                mirror(spark, args.config, flow, plan)
+            else:
+                store.save_result(plan.plan_id, {"plan_id": plan.plan_id, "ranges": []})
+        result = store.result(plan.plan_id)
+        if "validate" in args.steps:
+            if result is None:
+                print(f"plan {plan.plan_id} of flow {flow.name} has no mirror result: run the "
+                      "mirror step first", file=sys.stderr)
+                return 1
+            validation = validate_plan(spark, args.config, config, flow, plan, result,
+                                       args.run_id or plan.run_id)
+            store.save_validation(plan.plan_id, validation.to_dict())
     finally:
         spark.stop()
-    print(RESULT_MARKER + json.dumps(store.result(plan.plan_id)), flush=True)
+    print(RESULT_MARKER + json.dumps(result), flush=True)
+    if validation is not None:
+        print(VALIDATION_MARKER + json.dumps(validation.to_dict()), flush=True)
+        if not validation.success:
+            print(str(validation.error()), file=sys.stderr, flush=True)
+            return EXIT_VALIDATION_FAILED
     return 0
 
 

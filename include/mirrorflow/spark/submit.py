@@ -34,13 +34,17 @@ def package_zip(directory: Path) -> Path:
     return target
 
 
-def job_arguments(config_path: str, flow_name: str, plan_id: str) -> list[str]:
-    return ["--config", str(Path(config_path).resolve()), "--flow", flow_name,
-            "--plan-id", plan_id]
+def job_arguments(config_path: str, flow_name: str, plan_id: str,
+                  steps: tuple[str, ...] = ("mirror", "validate"),
+                  run_id: str | None = None) -> list[str]:
+    args = ["--config", str(Path(config_path).resolve()), "--flow", flow_name,
+            "--plan-id", plan_id, "--steps", ",".join(steps)]
+    return args + (["--run-id", run_id] if run_id else [])
 
 
 def submit_command(config_path: str, flow_name: str, plan_id: str, master: str,
-                   work_dir: Path | None = None) -> list[str]:
+                   work_dir: Path | None = None, steps: tuple[str, ...] = ("mirror", "validate"),
+                   run_id: str | None = None) -> list[str]:
     work_dir = work_dir or Path(tempfile.mkdtemp(prefix="mirrorflow-submit-"))
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     return [
@@ -48,5 +52,5 @@ def submit_command(config_path: str, flow_name: str, plan_id: str, master: str,
         "--conf", f"spark.pyspark.python={python}",
         "--conf", "spark.ui.showConsoleProgress=false",
         "--py-files", str(package_zip(work_dir)),
-        str(JOB_SCRIPT), *job_arguments(config_path, flow_name, plan_id),
+        str(JOB_SCRIPT), *job_arguments(config_path, flow_name, plan_id, steps, run_id),
     ]

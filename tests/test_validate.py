@@ -1,0 +1,190 @@
+"""The completeness proof against real brokers and real Spark: a faithful mirror passes;
+foreign, altered, deleted and duplicated records, a checkpoint ahead of its group and a
+failing user expectation each fail, naming the place."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
+from mirrorflow import reports
+from mirrorflow.cli import main
+from mirrorflow.config import load_config
+from mirrorflow.internal_topics import CompactedTopic
+from mirrorflow.offsets import OffsetStore
+from mirrorflow.plan import Plan, PlanStore, Range, plan_run
+from mirrorflow.records import Checkpoint
+from mirrorflow.run import run_cycle
+from mirrorflow.validate import ValidationError, validate_plan
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark]
+
+RECORDS = 400  # 200 per partition of "orders"
+
+
+def produce_to(bootstrap: str, topic: str, partition: int, rows: list) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for key, value, headers, ts in rows:
+        producer.produce(topic, value=value, key=key, headers=headers, timestamp=ts,
+                         partition=partition)
+    assert producer.flush(30) == 0
+
+
+@pytest.fixture
+def source(two_clusters: dict[str, str], tmp_path: Path):
+    """'orders' (2 partitions, varied records) on a; the MM2 config a->b."""
+    a = two_clusters["a"]
+    create_topic(a, "orders", 2)
+    produce(a, "orders", varied_records(RECORDS), 2)
+    expectations = tmp_path / "expectations"
+    expectations.mkdir()
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true\n",
+                       "emit.heartbeats.enabled = false\n"
+                       f"mirrorflow.validate.expectations.dir = {expectations}\n")
+    return two_clusters, path, expectations
+
+
+def fresh_copy(clusters: dict[str, str], change=None) -> tuple[Plan, dict]:
+    """Copy 'orders' into a new topic on b (changing partition 1 with ``change``), and the
+    plan and mirror result that say the copy is the mirror of offsets 0..199."""
+    a, b = clusters["a"], clusters["b"]
+    copy = f"copy-{uuid.uuid4().hex[:6]}"
+    create_topic(b, copy, 2)
+    for p in range(2):
+        rows = read_partition(a, "orders", p)
+        produce_to(b, copy, p, change(rows) if change and p == 1 else rows)
+    n = RECORDS // 2
+    plan = Plan(f"test-{copy}", "a->b", f"run-{copy}", 0, "",
+                tuple(Range("orders", p, 0, n, copy, 0) for p in range(2)))
+    result = {"ranges": [{"topic": "orders", "partition": p, "records_read": n,
+                          "syncs": [[0, 0], [n - 1, n - 1]]} for p in range(2)]}
+    return plan, result
+
+
+def check(spark, path: Path, plan: Plan, result: dict):
+    config = load_config(path)
+    return validate_plan(spark, str(path), config, config.flow("a->b"), plan, result,
+                         plan.run_id)
+
+
+def test_faithful_copy_passes_with_data_docs_and_summary(spark, source) -> None:
+    clusters, path, _ = source
+    plan, result = fresh_copy(clusters)
+    validation = check(spark, path, plan, result)
+    assert validation.success, validation.failures
+    assert validation.verified_records == RECORDS and validation.verified_fraction == 1.0
+    assert all(r.digest_match and r.target_records == 200 for r in validation.ranges)
+    assert validation.expectations == {"mirrorflow.completeness": True,
+                                       "mirrorflow.checkpoints": True}
+    docs = Path(validation.data_docs)
+    assert docs.exists() and "mirrorflow.completeness" in docs.read_text()
+    assert (docs.parent / "static").is_symlink()
+    summary = reports.read("a->b", plan.run_id)
+    assert summary["validation"]["success"]
+    assert "completeness: passed" in reports.render(summary)
+    assert plan.run_id in reports.write_index("a->b").read_text()
+
+
+def _alter(rows):
+    rows[17] = (rows[17][0], b"altered", rows[17][2], rows[17][3])
+    return rows
+
+
+@pytest.mark.parametrize("change, counts, source_offset, target_offset", [
+    (_alter, {"foreign": 1, "missing": 1}, 17, 17),
+    (lambda rows: rows[:50] + rows[51:], {"missing": 1}, 50, 50),
+    (lambda rows: [*rows[:10], rows[10], *rows[10:]], {"duplicates": 1}, 11, 11),
+    (lambda rows: [*rows[:3], rows[4], rows[3], *rows[5:]], {}, 3, 3),
+], ids=["altered", "deleted", "duplicated", "reordered"])
+def test_corrupted_copy_fails_naming_the_place(spark, source, change, counts, source_offset,
+                                              target_offset) -> None:
+    clusters, path, _ = source
+    plan, result = fresh_copy(clusters, change)
+    validation = check(spark, path, plan, result)
+    assert not validation.success
+    good, bad = validation.ranges
+    assert good.digest_match and not bad.digest_match
+    for name in ("missing", "duplicates", "foreign"):
+        assert getattr(bad, name) == counts.get(name, 0), name
+    assert (bad.first_bad_source_offset, bad.first_bad_target_offset) == (source_offset,
+                                                                          target_offset)
+    assert any(f.startswith("orders[1] -> copy-") and
+               f"first mismatch at source offset {source_offset}" in f
+               for f in validation.failures), validation.failures
+    assert not validation.expectations["mirrorflow.completeness"]
+
+
+def test_checkpoint_ahead_of_its_group_fails(spark, source) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    clusters, path, _ = source
+    group = Consumer({"bootstrap.servers": clusters["a"], "group.id": "billing",
+                      "enable.auto.commit": False})
+    group.commit(offsets=[TopicPartition("orders", 0, 100)], asynchronous=False)
+    group.close()
+    config = load_config(path)
+    topic = CompactedTopic(config.cluster("b"), "a.checkpoints.internal", 1, 1)
+    topic.ensure()
+    ahead = Checkpoint("billing", "a.orders", 0, 150, 150, "")
+    topic.write([(ahead.key(), ahead.value())])
+    plan, result = fresh_copy(clusters)
+    validation = check(spark, path, plan, result)
+    assert not validation.success
+    assert validation.failures == [
+        "checkpoint of group 'billing' for orders[0] is at upstream offset 150, ahead of "
+        "the group's committed offset 100 on the source"]
+    assert not validation.expectations["mirrorflow.checkpoints"]
+
+
+def test_user_expectations_run_over_the_mirrored_records(spark, source) -> None:
+    clusters, path, expectations = source
+    (expectations / "keys.json").write_text(json.dumps({"name": "topics named", "expectations": [
+        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "topic"}}]}))
+    (expectations / "values.json").write_text(json.dumps({"expectations": [
+        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "value"}}]}))
+    plan, result = fresh_copy(clusters)
+    validation = check(spark, path, plan, result)
+    assert validation.expectations["topics named"]
+    assert not validation.expectations["values"]  # the data has tombstones
+    assert validation.failures == ["expectation suite 'values' failed (see the Data Docs)"]
+
+
+def test_sampling_verifies_a_share_of_the_ranges(spark, source) -> None:
+    clusters, path, _ = source
+    path.write_text(path.read_text() + "mirrorflow.validate.fraction = 0.5\n")
+    plan, result = fresh_copy(clusters, _alter)
+    validation = check(spark, path, plan, result)
+    assert [r.verified for r in validation.ranges].count(True) == 1
+    assert validation.verified_fraction == 0.5
+    assert "fraction setting 0.5" in reports.render({"validation": validation.to_dict()})
+
+
+def test_foreign_record_in_the_remote_topic_fails_the_run_and_commits_nothing(
+        source, capsys: pytest.CaptureFixture) -> None:
+    clusters, path, _ = source
+    a, b = clusters["a"], clusters["b"]
+    first = run_cycle(path, "a->b")
+    assert first.validation["success"] and first.validation["verified_records"] == RECORDS
+    produce(a, "orders", varied_records(100, RECORDS), 2)
+    config = load_config(path)
+    flow = config.flow("a->b")
+    plan, _ = plan_run(config, flow, "second")
+    # Someone produces straight into the remote topic, where this plan's records begin.
+    produce_to(b, "a.orders", 0, [(b"k", b"not from a", None, 1_700_000_000_000)])
+    positions = OffsetStore(config.cluster("b"), "a").positions()
+
+    assert main(["run", str(path), "--flow", "a->b"]) == 1
+    err = capsys.readouterr().err
+    assert "failed its completeness check" in err and "orders[0] -> a.orders[0]" in err
+    assert (f"first mismatch at source offset {plan.ranges[0].start}, target offset "
+            f"{plan.ranges[0].target_start}") in err
+    assert OffsetStore(config.cluster("b"), "a").positions() == positions
+    assert PlanStore(config, flow).pending().plan_id == plan.plan_id
+    assert not reports.read("a->b")["validation"]["success"]
+    with pytest.raises(ValidationError, match="orders\\[0\\]"):  # the next run checks again
+        run_cycle(path, "a->b")
