@@ -10,7 +10,7 @@ export PATH := $(BIN):$(PATH)
 export PYSPARK_PYTHON := $(BIN)/python
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: install test lint demo down clean bench airflow airflow-db
+.PHONY: install test lint demo down clean bench airflow airflow-db screenshots
 # Local Airflow (standalone, SQLite) for `make demo` and `make airflow`; tests use their own.
 AIRFLOW_LOCAL_HOME := $(CURDIR)/.airflow
 DEMO_DAG := mirror__primary__backup
@@ -62,3 +62,8 @@ clean: down
 
 bench: install
 	$(BIN)/python bench/run_bench.py
+
+# README pictures (docs/img/): Airflow standalone + headless Chromium (apt-get install chromium).
+screenshots: install
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	$(BIN)/python docs/screenshots.py

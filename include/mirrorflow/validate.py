@@ -385,9 +385,12 @@ def _completeness_suite(gx):
         e.ExpectColumnPairValuesToBeEqual(column_A="target_digest", column_B="source_digest",
                                           description="Order-sensitive digests of key, value, "
                                                       "headers and timestamp are equal."),
-        *[e.ExpectColumnValuesToBeInSet(column=name, value_set=[0],
-                                        description=f"No {name} records.")
-          for name in ZERO_COUNTS],
+        *[e.ExpectColumnValuesToBeInSet(column=name, value_set=[0], description=meaning)
+          for name, meaning in zip(ZERO_COUNTS, (
+              "No source record is missing on the target.",
+              "No record is duplicated on the target.",
+              "No target record is foreign to the source (altered, or produced directly).",
+              "Every record is at its source position."), strict=True)],
         e.ExpectColumnValuesToBeInSet(column="offset_syncs_cover", value_set=[True],
                                       description="Offset syncs map each range's first and "
                                                   "last record exactly."),
