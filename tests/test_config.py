@@ -66,6 +66,7 @@ MIRRORFLOW_DEFAULTS = {
     "mirrorflow.max.records.per.partition": 1_000_000,
     "mirrorflow.records.per.spark.partition": 250_000,
     "mirrorflow.validate.fraction": 1.0,
+    "mirrorflow.validate.expectations.dir": "",
     "failOnDataLoss": True,
 }
 
