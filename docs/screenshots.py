@@ -5,8 +5,8 @@
 
 Starts the local clusters and `airflow standalone` (SQLite, a throw-away AIRFLOW_HOME),
 fills the demo topic, runs the demo flow's DAG once, then takes the pictures into
-docs/img/: the DAG's graph, the trigger form, the run's Data Docs. Chromium is Debian's
-(/usr/bin/chromium); Playwright only drives it.
+docs/img/: the DAG's graph, the trigger form, the status view, the run's Data Docs.
+Chromium is Debian's (/usr/bin/chromium); Playwright only drives it.
 """
 
 from __future__ import annotations
@@ -62,10 +62,15 @@ def airflow(env: dict, *args: str) -> str:
                           capture_output=True, text=True).stdout
 
 
+def succeeded(env: dict) -> int:
+    return airflow(env, "dags", "list-runs", DAG_ID, "-o", "plain").count("success")
+
+
 def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="mirrorflow-screens-"))
     env = {**os.environ, "AIRFLOW_HOME": str(home),
            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+           "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
            "AIRFLOW__API__BASE_URL": URL,
@@ -85,8 +90,14 @@ def main() -> int:
         wait_for("the DAG", lambda: DAG_ID in airflow(env, "dags", "list", "-o", "plain"))
         airflow(env, "dags", "unpause", DAG_ID)
         airflow(env, "dags", "trigger", DAG_ID)
-        wait_for("the DAG run", lambda: "success" in airflow(
-            env, "dags", "list-runs", DAG_ID, "-o", "plain"), timeout=300)
+        wait_for("the DAG run", lambda: succeeded(env) >= 1, timeout=300)
+        # More data, mirrored in capped runs, so the status view's lag chart has a shape.
+        subprocess.run([str(BIN / "mirrorflow"), "demo", str(CONFIG), "--records", "3000"],
+                       env=env, check=True, capture_output=True)
+        for runs in (2, 3):
+            airflow(env, "dags", "trigger", DAG_ID, "--conf",
+                    json.dumps({"max_records_per_partition": 600}))
+            wait_for(f"DAG run {runs}", lambda n=runs: succeeded(env) >= n, timeout=300)
         take_pictures(home / "reports")
     finally:
         os.killpg(server.pid, 15)
@@ -141,6 +152,11 @@ def take_pictures(reports: Path) -> None:
         page.wait_for_timeout(1500)
         page.screenshot(path=str(IMG / "trigger-form.png"))
         page.keyboard.press("Escape")
+        # The plugin's status view, inside the Airflow UI (Browse -> Replication).
+        page.goto(f"{URL}/plugin/mirrorflow")
+        page.frame_locator("iframe").get_by_text("replication status").wait_for()
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(IMG / "status.png"))
         # The completeness suite's result page of the run, from its Data Docs.
         result = next(reports.glob("*/*/validations/mirrorflow/completeness/*/*/*.html"))
         page.set_viewport_size({"width": 1400, "height": 1100})

@@ -26,6 +26,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
+os.environ.setdefault("AIRFLOW__CORE__PLUGINS_FOLDER", str(REPO / "plugins"))
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT",
                       '{"conn_type": "spark", "host": "local[*]"}')
 

@@ -107,8 +107,23 @@ def test_dry_run_writes_nothing(airflow_db, two_clusters, tmp_path, monkeypatch)
     run = flow_dag(path, monkeypatch).test(run_conf={"dry_run": True})
     got = states(run)
     assert got["plan"] == "skipped" and got["mirror"] == "skipped", got
+    assert got["commit_and_sync_offsets"] == "skipped"
     assert "a.orders" not in topics(b)
     assert OffsetStore(load_config(path).cluster("b"), "a").positions() == {}
+
+
+def test_nothing_to_mirror_starts_no_spark_job(airflow_db, two_clusters, tmp_path,
+                                               monkeypatch) -> None:
+    create_topic(two_clusters["a"], "orders", 1)  # empty: the plan has no range
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+    monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
+    run = flow_dag(path, monkeypatch).test()
+    got = states(run)
+    assert str(run.state) == "success", got
+    assert got["mirror"] == got["validate"] == "skipped", got
+    assert got["commit_and_sync_offsets"] == got["report"] == "success", got
+    assert reports.read("a->b", run.run_id)["records"] == 0
 
 
 def test_reset_requires_confirmation_then_moves_positions(airflow_db, two_clusters, tmp_path,

@@ -67,6 +67,8 @@ MIRRORFLOW_DEFAULTS = {
     "mirrorflow.records.per.spark.partition": 250_000,
     "mirrorflow.validate.fraction": 1.0,
     "mirrorflow.validate.expectations.dir": "",
+    "mirrorflow.alert.max.lag.records": -1,
+    "mirrorflow.alert.max.heartbeat.age.ms": -1,
     "failOnDataLoss": True,
 }
 

@@ -89,9 +89,10 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
     full, bare = bag.dags["mirror__a__b"], bag.dags["mirror__b__a"]
     assert set(full.task_ids) == {
         "check_clusters", "emit_heartbeat", "plan", "mirror", "validate",
-        "commit_and_sync_offsets", "checkpoint", "sync_group_offsets", "await_heartbeat", "report"}
+        "commit_and_sync_offsets", "checkpoint", "sync_group_offsets", "await_heartbeat", "report",
+        "check_lag"}
     assert set(bare.task_ids) == {"check_clusters", "plan", "mirror", "validate",
-                                  "commit_and_sync_offsets", "report"}
+                                  "commit_and_sync_offsets", "report", "check_lag"}
     assert full.get_task("validate").downstream_task_ids == {"commit_and_sync_offsets"}
     assert full.get_task("emit_heartbeat").downstream_task_ids == {"plan"}
     assert full.get_task("mirror").pool == "mirrorflow_spark"

@@ -101,12 +101,19 @@ def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict) -> 
     return asdict(commit_step(config, flow, stored, planned["resumed"]))
 
 
-def checkpoint(config_file: str, flow_name: str) -> int:
+def checkpoint(config_file: str, flow_name: str) -> dict:
+    """Emit checkpoints; how many, and per group the checkpoint latency (ms)."""
+    import time
+
     from mirrorflow import checkpoints
+    from mirrorflow.run import checkpoint_latency
 
     config = load_config(config_file)
     flow = config.flow(flow_name)
-    return checkpoints.emit(config, flow, checkpoints.compute(config, flow))
+    started = time.time()
+    computed = checkpoints.compute(config, flow)
+    return {"count": checkpoints.emit(config, flow, computed),
+            "latency_ms": checkpoint_latency(computed, started)}
 
 
 def sync_group_offsets(config_file: str, flow_name: str) -> list[dict]:
@@ -118,23 +125,44 @@ def sync_group_offsets(config_file: str, flow_name: str) -> list[dict]:
             checkpoints.sync_group_offsets(config, flow, checkpoints.compute(config, flow))]
 
 
-def report(config_file: str, flow_name: str, committed: dict, run_id: str, ti=None) -> dict:
-    """The run's summary: the commit's result, the validation, what the other tasks
-    returned; replaces the summary the validate step wrote."""
-    from mirrorflow import reports
+def report(config_file: str, flow_name: str, committed: dict, run_id: str, ti=None,
+           dag_run=None) -> dict:
+    """The run's summary (the commit's result, the validation, what the other tasks
+    returned, the lag after the run), replacing the one the validate step wrote, and the
+    flow's metrics. Alert limits are checked by ``check_lag``."""
+    from mirrorflow import metrics, reports
     from mirrorflow.plan import PlanStore
 
     config = load_config(config_file)
-    validation = PlanStore(config, config.flow(flow_name)).validation(committed["plan_id"])
-    summary = dict(committed, run_id=run_id, validation=validation)
-    for task_id, key in (("checkpoint", "checkpoints"), ("sync_group_offsets", "group_sync"),
-                         ("await_heartbeat", "heartbeat")):
-        value = ti.xcom_pull(task_ids=task_id) if ti is not None else None
-        if value is not None:
-            summary[key] = value
+    flow = config.flow(flow_name)
+    summary = dict(committed, run_id=run_id,
+                   validation=PlanStore(config, flow).validation(committed["plan_id"]),
+                   lag=metrics.replication_lag(config, flow))
+    pulled = {task_id: ti.xcom_pull(task_ids=task_id) if ti is not None else None
+              for task_id in ("checkpoint", "sync_group_offsets", "await_heartbeat")}
+    if pulled["checkpoint"] is not None:
+        summary["checkpoints"] = pulled["checkpoint"]["count"]
+        summary["checkpoint_latency_ms"] = pulled["checkpoint"]["latency_ms"]
+    if pulled["sync_group_offsets"] is not None:
+        summary["group_sync"] = pulled["sync_group_offsets"]
+    if pulled["await_heartbeat"] is not None:
+        summary["heartbeat"] = pulled["await_heartbeat"]
+    if dag_run is not None and dag_run.start_date is not None:
+        summary["duration_s"] = round(
+            (datetime.now(dag_run.start_date.tzinfo) - dag_run.start_date).total_seconds(), 3)
     path = reports.write(flow_name, run_id, summary)
+    metrics.update(flow_name, summary)
     log.info("report of %s written to %s", flow_name, path)
     return summary
+
+
+def check_lag(config_file: str, flow_name: str, summary: dict) -> None:
+    """Fail, naming flow, partition and limit, past ``mirrorflow.alert.*``."""
+    from mirrorflow import metrics
+
+    found = metrics.alerts(load_config(config_file).flow(flow_name), summary)
+    if found:
+        raise metrics.LagAlertError("\n".join(found))
 
 
 # --------------------------------------------------------------------------- the DAG
@@ -180,9 +208,9 @@ def _doc(flow: FlowConfig, config: MirrorConfig) -> str:
 
 def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
     """The DAG of one flow; tasks a flow's MM2 properties switch off are not generated."""
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
     from airflow.sdk import DAG, task
 
+    from mirrorflow.airflow_operators import MirrorJobOperator
     from mirrorflow.airflow_sensors import HeartbeatSensor
 
     path, name = str(config.path), flow.name
@@ -202,8 +230,9 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             check_clusters)(path, name)
         planned = task(task_id="plan", doc_md="Store the run's ranges (a retry reuses them).")(
             plan)(path, name)
-        def spark_job(task_id: str, steps: str, doc: str) -> SparkSubmitOperator:
-            return SparkSubmitOperator(
+        def spark_job(task_id: str, steps: str, doc: str) -> MirrorJobOperator:
+            return MirrorJobOperator(
+                config_file=path, flow_name=name, steps=steps,
                 task_id=task_id, doc_md=doc, application=str(JOB_SCRIPT),
                 conn_id=flow.get("mirrorflow.spark.conn.id"), name=f"mirrorflow {name} {steps}",
                 application_args=["--config", path, "--flow", name, "--plan-id",
@@ -214,12 +243,15 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                 pool=SPARK_POOL)
 
         mirror = spark_job("mirror", "mirror", "The PySpark job mirrors the stored plan "
-                                               "(spark_jobs/mirror_batch.py).")
+                                               "(spark_jobs/mirror_batch.py); skipped when "
+                                               "the plan is empty.")
         validate = spark_job("validate", "validate",
                              "Completeness proof with Great Expectations: counts, digests, "
                              "duplicates, gaps, offset syncs, checkpoints. A mismatch fails "
                              "here, before anything is committed; Data Docs in the reports.")
+        # Runs after skipped Spark tasks (nothing to mirror), not after a skipped plan.
         committed = task(task_id="commit_and_sync_offsets",
+                         trigger_rule="none_failed_min_one_success",
                          doc_md="Emit offset syncs, then commit positions (MM2's offset store).")(
             commit_and_sync_offsets)(path, name, planned)
         last = [committed]
@@ -249,9 +281,12 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                 sync_group_offsets)(path, name)
             committed >> synced
             last.append(synced)
-        summary = task(task_id="report", doc_md="The run's summary and the flow's report index.")(
-            report)(path, name, committed)
+        summary = task(task_id="report", doc_md="The run's summary, the flow's report index and "
+                                                "metrics.")(report)(path, name, committed)
         last >> summary
+        task(task_id="check_lag", doc_md="Fails past mirrorflow.alert.max.lag.records or "
+                                         "mirrorflow.alert.max.heartbeat.age.ms.")(
+            check_lag)(path, name, summary)
     return dag
 
 

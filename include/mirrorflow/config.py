@@ -367,6 +367,22 @@ _SPECS = [
         origin="mirrorflow",
     ),
     PropertySpec(
+        "mirrorflow.alert.max.lag.records",
+        "-1",
+        _as_int,
+        "Fail the run's check_lag task when a partition lags more records than this after "
+        "the run (-1 = off).",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.alert.max.heartbeat.age.ms",
+        "-1",
+        _as_int,
+        "Fail the run's check_lag task when the newest heartbeat on the target is older "
+        "(-1 = off).",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
         "failOnDataLoss",
         "true",
         _as_bool,

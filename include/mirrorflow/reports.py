@@ -62,7 +62,8 @@ def write(flow_name: str, run_id: str, summary: dict) -> Path:
     return path
 
 
-def _summaries(flow_name: str) -> list[tuple[Path, dict]]:
+def summaries(flow_name: str) -> list[tuple[Path, dict]]:
+    """(path, summary) of the flow's runs, oldest first."""
     found = sorted(flow_dir(flow_name).glob(f"*/{SUMMARY}"), key=lambda p: p.stat().st_mtime)
     return [(p, json.loads(p.read_text())) for p in found]
 
@@ -70,7 +71,7 @@ def _summaries(flow_name: str) -> list[tuple[Path, dict]]:
 def read(flow_name: str, run_id: str | None = None) -> dict:
     """A run's summary, or the newest one; FileNotFoundError names what is missing."""
     if run_id is None:
-        found = _summaries(flow_name)
+        found = summaries(flow_name)
         if not found:
             raise FileNotFoundError(f"no report for flow {flow_name!r} in "
                                     f"{flow_dir(flow_name)}")
@@ -92,7 +93,7 @@ def verdict(summary: dict) -> str:
 def write_index(flow_name: str) -> Path:
     """The flow's index page: newest runs first, with pass/fail and links."""
     rows = []
-    for path, summary in reversed(_summaries(flow_name)[-INDEX_RUNS:]):
+    for path, summary in reversed(summaries(flow_name)[-INDEX_RUNS:]):
         validation = summary.get("validation") or {}
         state = verdict(summary)
         docs = path.parent / "index.html"

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mirrorflow import checkpoints, heartbeats, offset_syncs, reports
+from mirrorflow import checkpoints, heartbeats, metrics, offset_syncs, reports
 from mirrorflow.config import FlowConfig, MirrorConfig, load_config
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.plan import Plan, PlanStore, plan_run
@@ -45,6 +45,9 @@ class PartitionReport:
     skipped: int
     first_downstream: int | None
     last_downstream: int | None
+    record_age_ms: dict | None = None
+    replication_latency_ms: dict | None = None
+    write_seconds: float = 0.0
 
 
 @dataclass
@@ -62,6 +65,8 @@ class RunResult:
     offset_syncs: int = 0
     checkpoints: int = 0
     group_sync: list[dict] = field(default_factory=list)
+    checkpoint_latency_ms: dict[str, float] = field(default_factory=dict)
+    lag: dict[str, int] | None = None
     heartbeat: dict | None = None
     validation: dict | None = None
     duration_s: float | None = None
@@ -115,7 +120,8 @@ def summarize(flow: FlowConfig, plan: Plan, result: dict | None,
         report.partitions.append(PartitionReport(
             rng.topic, rng.partition, rng.remote_topic, rng.start, rng.end, written,
             r.get("bytes_written", 0), skipped, r.get("first_downstream"),
-            r.get("last_downstream")))
+            r.get("last_downstream"), r.get("record_age_ms"), r.get("replication_latency_ms"),
+            r.get("write_seconds", 0.0)))
         report.records += written
         report.bytes += r.get("bytes_written", 0)
     return report
@@ -139,16 +145,36 @@ def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan,
     return report
 
 
+def checkpoint_latency(computed: list, started: float) -> dict[str, float]:
+    """Per group, ms from reading its offsets (``started``, epoch s) to now, when its
+    checkpoints are written: MM2's checkpoint-latency-ms, batch style."""
+    latency = round((time.time() - started) * 1000, 1)
+    return {c.group: latency for c in computed}
+
+
 def checkpoint_step(config: MirrorConfig, flow: FlowConfig, report: RunResult) -> None:
     """Emit checkpoints and, when enabled, sync idle target groups forward."""
     if not (flow.get("emit.checkpoints.enabled") or flow.get("sync.group.offsets.enabled")):
         return
+    started = time.time()
     computed = checkpoints.compute(config, flow)
     if flow.get("emit.checkpoints.enabled"):
         report.checkpoints = checkpoints.emit(config, flow, computed)
+        report.checkpoint_latency_ms = checkpoint_latency(computed, started)
     if flow.get("sync.group.offsets.enabled"):
         report.group_sync = [asdict(g) for g in
                              checkpoints.sync_group_offsets(config, flow, computed)]
+
+
+def publish(config: MirrorConfig, flow: FlowConfig, run_id: str, summary: dict) -> dict:
+    """Write the run's report and metrics; raise LagAlertError past an alert limit."""
+    summary = dict(summary, run_id=run_id, lag=metrics.replication_lag(config, flow))
+    reports.write(flow.name, run_id, summary)
+    metrics.update(flow.name, summary)
+    found = metrics.alerts(flow, summary)
+    if found:
+        raise metrics.LagAlertError("\n".join(found))
+    return summary
 
 
 def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = None,
@@ -174,6 +200,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         failed.run_id, failed.validation = run_id, validation.to_dict()
         failed.duration_s = round(time.monotonic() - started, 3)
         reports.write(flow.name, run_id, asdict(failed))
+        metrics.update(flow.name, asdict(failed))
         raise validation.error()
     report = commit_step(config, flow, plan, resumed)
     report.run_id = run_id
@@ -182,5 +209,5 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
     if beat is not None:
         report.heartbeat = asdict(heartbeats.status(config, flow, beat.timestamp))
     report.duration_s = round(time.monotonic() - started, 3)
-    reports.write(flow.name, run_id, asdict(report))
+    report.lag = publish(config, flow, run_id, asdict(report))["lag"]
     return report

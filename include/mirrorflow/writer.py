@@ -18,11 +18,20 @@ consumer sees them. Either way each record ends up on the target exactly once as
 target's consumers see it. Where the target refuses transactions and
 ``exactly.once.support = requested``, the writer falls back to an idempotent producer
 (no zombie fencing) and says so in its result; ``required`` fails instead.
+
+Speed: records are produced straight from the Arrow batch; only the first and last record
+of each produced span (a slice of a batch inside one transaction) carry a delivery
+callback. A span's remote offsets are contiguous (one producer, one partition, one
+transaction), so its two offsets give every record's, and the offset syncs follow without
+per-record Python work. A gap means another producer wrote to the remote partition, and
+the write fails. Failed deliveries fail the transaction's commit, which names the span.
+Without transactions every record carries a callback, to name the failed offset.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -48,6 +57,56 @@ class WriteError(RuntimeError):
 
 
 @dataclass
+class AgeStats:
+    """min, max and sum of (a moment - record timestamp) in ms, folded batch by batch from
+    each batch's timestamp min, max and sum (no per-record Python work)."""
+
+    count: int = 0
+    min: float | None = None
+    max: float | None = None
+    total: float = 0.0
+
+    def add(self, at_ms: float, ts: TimestampStats) -> None:
+        if not ts.count:
+            return
+        young, old = at_ms - ts.max, at_ms - ts.min
+        self.min = young if self.min is None else min(self.min, young)
+        self.max = old if self.max is None else max(self.max, old)
+        self.total += ts.count * at_ms - ts.total
+        self.count += ts.count
+
+    def summary(self) -> dict[str, float] | None:
+        if not self.count:
+            return None
+        return {"min": round(self.min, 1), "max": round(self.max, 1),
+                "avg": round(self.total / self.count, 1)}
+
+
+@dataclass
+class TimestampStats:
+    """Record timestamps (ms) of records not yet measured: count, min, max, sum."""
+
+    count: int = 0
+    min: float = float("inf")
+    max: float = float("-inf")
+    total: float = 0.0
+
+    def add_column(self, column) -> None:
+        """Fold an Arrow timestamp column in (nulls skipped)."""
+        import pyarrow.compute as pc
+
+        micros = column.cast("int64")
+        n = len(micros) - micros.null_count
+        if not n:
+            return
+        bounds = pc.min_max(micros).as_py()
+        self.count += n
+        self.min = min(self.min, bounds["min"] / 1000)
+        self.max = max(self.max, bounds["max"] / 1000)
+        self.total += pc.sum(micros).as_py() / 1000
+
+
+@dataclass
 class RangeResult:
     """What one writer did for one range; the offset-sync pairs go to the next step."""
 
@@ -64,6 +123,9 @@ class RangeResult:
     last_downstream: int | None = None
     syncs: list[tuple[int, int]] = field(default_factory=list)
     transactional: bool = False
+    record_age_ms: dict[str, float] | None = None
+    replication_latency_ms: dict[str, float] | None = None
+    write_seconds: float = 0.0
 
 
 def transactional_id(flow_name: str, remote_topic: str, partition: int) -> str:
@@ -77,8 +139,11 @@ def visible_offsets(conf: dict[str, Any], topic: str, partition: int, start: int
     ``start`` to the end (their count is how much of the range is already there)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+    # A short fetch wait: the scan usually finds the end at once (nothing written yet), and
+    # the default 500 ms would be paid by every write task.
     consumer = Consumer({**conf, "group.id": "mirrorflow-writer", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "isolation.level": "read_committed"})
+                         "enable.partition.eof": True, "isolation.level": "read_committed",
+                         "fetch.wait.max.ms": 10})
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         offsets: list[int] = []
@@ -118,17 +183,22 @@ class PartitionWriter:
         self._to_skip = 0
         self._present: collections.deque[int] = collections.deque()
         self._in_txn = 0
-        self._upstream: collections.deque[int] = collections.deque()
+        self._spans: collections.deque[_Span] = collections.deque()
         self._last_delta: int | None = None
         self._last_pair: tuple[int, int] | None = None
         self._errors: list[str] = []
+        # Metrics: a record's age when the writer gets it, and when its write is committed.
+        self._age = AgeStats()
+        self._latency = AgeStats()
+        self._uncommitted = TimestampStats()
+        self._opened = 0.0
 
     # -- lifecycle
     def open(self) -> None:
         from confluent_kafka import KafkaException, Producer
 
-        settings = {**_PRODUCER_DEFAULTS, **self.producer_conf, "enable.idempotence": True,
-                    "on_delivery": self._on_delivery}
+        self._opened = time.monotonic()
+        settings = {**_PRODUCER_DEFAULTS, **self.producer_conf, "enable.idempotence": True}
         txn_id = transactional_id(self.flow_name, self.remote_topic, self.partition)
         producer = Producer({**settings, "transactional.id": txn_id,
                              "transaction.timeout.ms": 300_000})
@@ -155,9 +225,8 @@ class PartitionWriter:
         self._begin()
 
     def write_batch(self, batch) -> None:
-        """Produce the records of one Arrow batch (the Kafka source schema), in order."""
-        from confluent_kafka import KafkaException
-
+        """Produce the records of one Arrow batch (the Kafka source schema), in order,
+        committing a transaction every ``chunk_records``."""
         n = batch.num_rows
         self.result.records_read += n
         skip = min(self._to_skip, n)
@@ -169,50 +238,71 @@ class PartitionWriter:
             if skip == n:
                 return
             batch = batch.slice(skip)
-        keys = batch.column("key").to_pylist()
-        values = batch.column("value").to_pylist()
-        offsets = batch.column("offset").to_pylist()
-        timestamps = batch.column("timestamp").cast("int64").to_pylist()
-        headers = batch.column("headers").to_pylist()
-        produce = self._producer.produce
-        topic, partition = self.remote_topic, self.partition
-        written_bytes = 0
-        for i, offset in enumerate(offsets):
-            key, value, hdrs = keys[i], values[i], headers[i]
-            ts = timestamps[i]
-            self._upstream.append(offset)
-            while True:
-                try:
-                    produce(topic, value, key, partition=partition,
-                            timestamp=ts // 1000 if ts is not None else 0,
-                            headers=[(h["key"], h["value"]) for h in hdrs] if hdrs else None)
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)
-                except KafkaException as exc:
-                    self._upstream.pop()
-                    raise WriteError(f"cannot write {self.result.topic}[{partition}] offset "
-                                     f"{offset} to {topic}: {exc.args[0].str()}") from None
-            written_bytes += (len(key) if key else 0) + (len(value) if value else 0)
-            self._in_txn += 1
+        received = TimestampStats()
+        received.add_column(batch.column("timestamp"))
+        self._age.add(time.time() * 1000, received)
+        self._uncommitted = _merged(self._uncommitted, received)
+        done = 0
+        while done < batch.num_rows:
+            span = batch.slice(done, self.chunk_records - self._in_txn)
+            self._produce(span)
+            done += span.num_rows
+            self._in_txn += span.num_rows
             if self._in_txn >= self.chunk_records:
                 self._commit()
                 self._begin()
-        self.result.records_written += len(offsets)
-        self.result.bytes_written += written_bytes
         self._producer.poll(0)
+        self._settle()
         self._raise_errors()
+
+    def _produce(self, batch) -> None:
+        """Produce one span (inside one transaction); see the module's note on callbacks."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from confluent_kafka import KafkaException
+
+        n = batch.num_rows
+        upstream = batch.column("offset").to_numpy()
+        span = _Span(upstream)
+        self._spans.append(span)
+        keys = batch.column("key").to_pylist()
+        values = batch.column("value").to_pylist()
+        millis = pc.fill_null(pc.divide(batch.column("timestamp").cast(pa.int64()), 1000), 0)
+        stamps = millis.to_pylist()
+        headers = _header_lists(batch.column("headers"))
+        every = not self.result.transactional
+        produce, poll = self._producer.produce, self._producer.poll
+        topic, partition, last = self.remote_topic, self.partition, n - 1
+        for i in range(n):
+            callback = (functools.partial(span.delivered, i)
+                        if every or i == 0 or i == last else None)
+            while True:
+                try:
+                    produce(topic, values[i], keys[i], partition=partition, timestamp=stamps[i],
+                            headers=headers[i] if headers else None, on_delivery=callback)
+                    break
+                except BufferError:
+                    poll(0.05)
+                except KafkaException as exc:
+                    raise WriteError(f"cannot write {self.result.topic}[{partition}] offset "
+                                     f"{upstream[i]} to {topic}: {exc.args[0].str()}") from None
+        self.result.records_written += n
+        self.result.bytes_written += (pc.sum(pc.binary_length(batch.column("key"))).as_py() or 0) \
+            + (pc.sum(pc.binary_length(batch.column("value"))).as_py() or 0)
 
     def close(self) -> RangeResult:
         """Commit what is left and wait for every acknowledgement."""
         self._commit()
         self._raise_errors()
-        if self._upstream:
+        if self._spans:
             raise WriteError(f"{self.remote_topic}[{self.partition}]: "
-                             f"{len(self._upstream)} records unacknowledged")
+                             f"{sum(len(s.upstream) for s in self._spans)} records unacknowledged")
         # Syncs: the first pair of every run of equal distance, and the range's last pair.
         if self._last_pair is not None and self.result.syncs[-1] != self._last_pair:
             self.result.syncs.append(self._last_pair)
+        self.result.record_age_ms = self._age.summary()
+        self.result.replication_latency_ms = self._latency.summary()
+        self.result.write_seconds = round(time.monotonic() - self._opened, 3)
         return self.result
 
     def abort(self) -> None:
@@ -231,26 +321,60 @@ class PartitionWriter:
         self._in_txn = 0
 
     def _commit(self) -> None:
+        from confluent_kafka import KafkaException
+
         if self.result.transactional:
-            self._producer.commit_transaction(TIMEOUT_S)
+            try:
+                self._producer.commit_transaction(TIMEOUT_S)
+            except KafkaException as exc:
+                self._settle()
+                self._raise_errors()
+                pending = [s.upstream for s in self._spans]
+                where = (f" (upstream offsets {pending[0][0]}..{pending[-1][-1]})"
+                         if pending else "")
+                raise WriteError(f"writing {self.result.topic}[{self.partition}] to "
+                                 f"{self.remote_topic}: the transaction{where} failed: "
+                                 f"{exc.args[0].str()}") from None
         else:
             remaining = self._producer.flush(TIMEOUT_S)
             if remaining:
                 self._errors.append(f"{remaining} records unacknowledged after "
                                     f"{TIMEOUT_S:.0f}s")
+        self._settle()
         self._raise_errors()
+        # Records of a batch that straddles a commit count at the next one: an upper bound.
+        self._latency.add(time.time() * 1000, self._uncommitted)
+        self._uncommitted = TimestampStats()
 
-    def _on_delivery(self, err, msg) -> None:
-        """Delivery reports of one partition arrive in produce order (idempotence)."""
-        upstream = self._upstream.popleft()
-        if err is not None:
-            self._errors.append(f"offset {upstream}: {err.str()}")
-            return
-        downstream = msg.offset()
-        if self.result.first_downstream is None:
-            self.result.first_downstream = downstream
-        self.result.last_downstream = downstream
-        self._record_pair(upstream, downstream)
+    def _settle(self) -> None:
+        """Turn the acknowledged spans, oldest first, into offset pairs."""
+        while self._spans and self._spans[0].acknowledged():
+            span = self._spans.popleft()
+            if span.error is not None:
+                self._errors.append(span.error)
+                continue
+            if span.last - span.first != len(span.upstream) - 1:
+                self._errors.append(
+                    f"remote offsets {span.first}..{span.last} hold "
+                    f"{span.last - span.first + 1} records for {len(span.upstream)} produced: "
+                    "another producer writes to this remote partition")
+                continue
+            if self.result.first_downstream is None:
+                self.result.first_downstream = span.first
+            self.result.last_downstream = span.last
+            self._record_pairs(span.upstream, span.first)
+
+    def _record_pairs(self, upstream, first_downstream: int) -> None:
+        """_record_pair for a run of contiguous remote offsets, vectorised."""
+        import numpy as np
+
+        delta = first_downstream + np.arange(len(upstream)) - upstream
+        starts = np.flatnonzero(np.diff(delta)) + 1
+        if int(delta[0]) != self._last_delta:
+            starts = np.concatenate(([0], starts))
+        self.result.syncs.extend((int(upstream[i]), first_downstream + int(i)) for i in starts)
+        self._last_delta = int(delta[-1])
+        self._last_pair = (int(upstream[-1]), first_downstream + len(upstream) - 1)
 
     def _record_pair(self, upstream: int, downstream: int) -> None:
         """Keep the first pair of every run of equal distance (and, at close, the last)."""
@@ -264,3 +388,40 @@ class PartitionWriter:
         if self._errors:
             raise WriteError(f"writing {self.result.topic}[{self.partition}] to "
                              f"{self.remote_topic}: {self._errors[0]}")
+
+
+@dataclass
+class _Span:
+    """Records produced inside one transaction, waiting for their remote offsets."""
+
+    upstream: Any  # numpy int64 array of the records' source offsets
+    first: int | None = None
+    last: int | None = None
+    error: str | None = None
+
+    def delivered(self, index: int, err, msg) -> None:
+        if err is not None:
+            self.error = self.error or f"offset {self.upstream[index]}: {err.str()}"
+            return
+        if index == 0:
+            self.first = msg.offset()
+        if index == len(self.upstream) - 1:
+            self.last = msg.offset()
+
+    def acknowledged(self) -> bool:
+        return self.error is not None or (self.first is not None and self.last is not None)
+
+
+def _header_lists(column) -> list | None:
+    """Per record ``[(key, value), ...]`` or None; None for the whole batch when no record
+    has headers (the common case costs no per-record work)."""
+    import pyarrow.compute as pc
+
+    if not pc.max(pc.list_value_length(column)).as_py():
+        return None
+    return [[(h["key"], h["value"]) for h in hs] if hs else None for hs in column.to_pylist()]
+
+
+def _merged(a: TimestampStats, b: TimestampStats) -> TimestampStats:
+    return TimestampStats(a.count + b.count, min(a.min, b.min), max(a.max, b.max),
+                          a.total + b.total)

@@ -1,0 +1,16 @@
+"""mirrorflow's Airflow plugin: metrics endpoint, status view and reports under /mirrorflow
+on the API server, and "Replication" in the UI's Browse menu (mirrorflow.airflow_plugin)."""
+
+from typing import ClassVar
+
+from airflow.plugins_manager import AirflowPlugin
+
+from mirrorflow.airflow_plugin import PREFIX, app
+
+
+class MirrorflowPlugin(AirflowPlugin):
+    name = "mirrorflow"
+    fastapi_apps: ClassVar[list[dict]] = [{"app": app, "url_prefix": PREFIX, "name": "mirrorflow"}]
+    external_views: ClassVar[list[dict]] = [
+        {"name": "Replication", "href": f"{PREFIX}/status", "destination": "nav",
+         "url_route": "mirrorflow", "category": "browse"}]

@@ -1,0 +1,127 @@
+"""Metrics and the status view: computed from a real run, scraped from the plugin's
+endpoint, parsed as OpenMetrics; lag alerts fail the run after it committed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from helpers.kafka import config_file, create_topic, produce, varied_records
+from mirrorflow import metrics, reports
+from mirrorflow.airflow_plugin import app
+from mirrorflow.config import load_config
+from mirrorflow.metrics import LagAlertError, alerts
+from mirrorflow.run import run_cycle
+
+
+def families(text: str) -> dict:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def summary(records: int, lag: int, failures: int = 0) -> dict:
+    return {"flow": "a->b", "run_id": "r", "duration_s": 12.5, "records": records,
+            "partitions": [{"topic": "orders", "partition": 0, "records": records,
+                            "bytes": records * 10, "write_seconds": 2.0,
+                            "record_age_ms": {"min": 5, "max": 50, "avg": 20.5},
+                            "replication_latency_ms": {"min": 9, "max": 90, "avg": 30}}],
+            "lag": {"orders[0]": lag}, "checkpoint_latency_ms": {"billing": 42},
+            "heartbeat": {"age_ms": 1500},
+            "validation": {"success": failures == 0, "failures": ["x"] * failures}}
+
+
+def test_counters_add_up_and_gauges_are_the_last_runs(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path))
+    metrics.update("a->b", summary(100, 7))
+    path = metrics.update("a->b", summary(30, 3, failures=2))
+    got = families(path.read_text())
+    [count] = got["mirrorflow_record_count"].samples
+    assert count.value == 130 and count.labels == {
+        "flow": "a->b", "source": "a", "target": "b", "topic": "orders", "partition": "0"}
+    assert got["mirrorflow_replication_lag_records"].samples[0].value == 3
+    assert got["mirrorflow_byte_rate"].samples[0].value == 150
+    assert got["mirrorflow_checkpoint_latency_ms"].samples[0].labels["group"] == "billing"
+    assert got["mirrorflow_validation_failures"].samples[0].value == 2
+    runs = {s.labels["outcome"]: s.value for s in got["mirrorflow_runs"].samples}
+    assert runs == {"ok": 1, "failed": 1}
+    assert metrics.exposition().endswith("# EOF\n")
+
+
+def test_alerts_name_the_topic_and_the_limit(tmp_path) -> None:
+    path = config_file(tmp_path / "mm2.properties", {"a": "127.0.0.1:1", "b": "127.0.0.1:2"},
+                       "a->b.enabled = true\n",
+                       "mirrorflow.alert.max.lag.records = 5\n"
+                       "mirrorflow.alert.max.heartbeat.age.ms = 1000\n")
+    flow = load_config(path).flow("a->b")
+    assert alerts(flow, summary(10, 5)) == [
+        "flow a->b: heartbeat on the target is 1500 ms old, above "
+        "mirrorflow.alert.max.heartbeat.age.ms = 1000"]
+    assert "orders[0] lags 6 records behind the source, above " \
+           "mirrorflow.alert.max.lag.records = 5" in alerts(flow, summary(10, 6))[0]
+
+
+@pytest.mark.broker
+@pytest.mark.spark
+def test_endpoint_after_a_real_run(two_clusters, tmp_path, monkeypatch) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path / "reports"))
+    a = two_clusters["a"]
+    create_topic(a, "orders", 2)
+    produce(a, "orders", varied_records(400), 2)
+    group = Consumer({"bootstrap.servers": a, "group.id": "billing"})
+    group.commit(offsets=[TopicPartition("orders", 0, 40)], asynchronous=False)
+    group.close()
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true\n",
+                       "mirrorflow.max.records.per.partition = 150\n"
+                       "mirrorflow.alert.max.lag.records = 10\n")
+    with pytest.raises(LagAlertError, match=r"orders\[0\] lags 50 records"):
+        run_cycle(path, "a->b")
+
+    client = TestClient(app)
+    scraped = client.get("/metrics")
+    assert scraped.status_code == 200
+    assert scraped.headers["content-type"].startswith("application/openmetrics-text")
+    got = families(scraped.text)
+    labels = {"flow": "a->b", "source": "a", "target": "b", "topic": "orders"}
+    for name in ("record_count", "byte_count", "byte_rate", "record_age_ms_min",
+                 "record_age_ms_max", "record_age_ms_avg", "replication_latency_ms_min",
+                 "replication_latency_ms_max", "replication_latency_ms_avg",
+                 "replication_lag_records"):
+        samples = {s.labels["partition"]: s.value for s in got[f"mirrorflow_{name}"].samples
+                   if s.labels.items() >= labels.items()}
+        assert set(samples) == {"0", "1"}, name
+        assert all(v >= 0 for v in samples.values()), (name, samples)
+    by_name = {n: {s.labels.get("partition"): s.value for s in f.samples}
+               for n, f in got.items()}
+    assert by_name["mirrorflow_record_count"] == {"0": 150, "1": 150}
+    assert by_name["mirrorflow_replication_lag_records"] == {"0": 50, "1": 50}
+    # Records carry explicit November 2023 timestamps: their age is large and ordered.
+    age = by_name["mirrorflow_record_age_ms_max"]["0"]
+    assert age >= by_name["mirrorflow_record_age_ms_min"]["0"] > 9e10
+    assert by_name["mirrorflow_replication_latency_ms_min"]["0"] >= \
+        by_name["mirrorflow_record_age_ms_min"]["0"]
+    assert got["mirrorflow_checkpoint_latency_ms"].samples[0].labels["group"] == "billing"
+    assert 0 <= got["mirrorflow_heartbeat_age_ms"].samples[0].value < 600_000
+    assert got["mirrorflow_validation_failures"].samples[0].value == 0
+    assert got["mirrorflow_run_duration_seconds"].samples[0].value > 1
+
+    page = client.get("/status").text
+    assert "a-&gt;b" in page and "passed" in page and "orders: 100" in page
+    report = client.get(f"/reports/a__b/{reports.read('a->b')['run_id']}/summary.json")
+    assert json.loads(report.text)["lag"] == {"heartbeats[0]": 0, "orders[0]": 50, "orders[1]": 50}
+    assert client.get("/reports/../../etc/passwd").status_code == 404
+
+
+def test_airflow_loads_the_plugin(repo: Path) -> None:
+    listed = subprocess.run([str(Path(sys.executable).parent / "airflow"), "plugins", "-o",
+                             "json"], capture_output=True, text=True, check=True).stdout
+    plugins = json.loads(listed[listed.index("[{"):])  # after unit-test-mode log lines
+    plugin = next(p for p in plugins if p["name"] == "mirrorflow")
+    assert "/mirrorflow" in json.dumps(plugin["fastapi_apps"])
+    assert "Replication" in json.dumps(plugin["external_views"])
