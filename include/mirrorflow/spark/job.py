@@ -25,8 +25,10 @@ RESULT_MARKER = "MIRRORFLOW_RESULT "
 VALIDATION_MARKER = "MIRRORFLOW_VALIDATION "
 EXIT_VALIDATION_FAILED = 2
 STEPS = ("mirror", "validate")
-# Arrow batches handed to the writer: small enough that 1 MiB records stay bounded in memory.
-ARROW_RECORDS_PER_BATCH = 2_000
+# Arrow batches handed to the writer: few round trips for small records, and bounded in
+# bytes so that 1 MiB records never make a batch of gigabytes.
+ARROW_RECORDS_PER_BATCH = 10_000
+ARROW_BYTES_PER_BATCH = 8 * 1024 * 1024
 
 
 def mirror(spark, config_path: str, flow: FlowConfig, plan: Plan) -> None:
@@ -78,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     validation = None
     spark = (SparkSession.builder.appName(f"mirrorflow {flow.name} {plan.plan_id}")
              .config("spark.sql.execution.arrow.maxRecordsPerBatch", ARROW_RECORDS_PER_BATCH)
+             .config("spark.sql.execution.arrow.maxBytesPerBatch", ARROW_BYTES_PER_BATCH)
              .getOrCreate())
     try:
         if "mirror" in args.steps:

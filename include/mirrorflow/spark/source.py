@@ -94,7 +94,9 @@ class KafkaRangeReader(DataSourceReader):
         return parts
 
     def read(self, part: RangePartition) -> Iterator[Any]:
-        from confluent_kafka import Consumer, KafkaError, TopicPartition
+        """Arrow batches of the range, one per consume call; the batch size in records
+        follows the records' size so that a batch stays near BATCH_BYTES."""
+        from confluent_kafka import Consumer, TopicPartition
 
         conf = client_conf(self.options, self.options.get("mirrorflow.cluster"), "consumer")
         consumer = Consumer({**conf, "group.id": "mirrorflow-spark", "enable.auto.commit": False,
@@ -102,93 +104,76 @@ class KafkaRangeReader(DataSourceReader):
         where = f"{part.topic}[{part.partition}]"
         try:
             consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
-            buffer = _BatchBuffer(part.topic, part.partition)
             next_offset = part.start
+            wanted = BATCH_RECORDS
             last_progress = time.monotonic()
             while next_offset < part.end:
-                msgs = consumer.consume(num_messages=BATCH_RECORDS, timeout=0.1)
-                if not msgs and time.monotonic() - last_progress > STALL_TIMEOUT_S:
-                    raise RuntimeError(f"{where}: no record at offset {next_offset} within "
-                                       f"{STALL_TIMEOUT_S:.0f}s (range ends at {part.end})")
-                for msg in msgs:
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() != KafkaError._PARTITION_EOF:
-                            raise RuntimeError(f"{where}: {err.str()}")
-                        if msg.offset() < part.end:
-                            raise RuntimeError(
-                                f"{where}: the partition ends at {msg.offset()}, before the "
-                                f"planned range {part.start}..{part.end - 1} ends; the topic "
-                                "was truncated or recreated")
-                        next_offset = part.end
-                        break
-                    offset = msg.offset()
-                    if offset >= part.end:
-                        next_offset = part.end
-                        break
-                    buffer.add(msg)
-                    next_offset = offset + 1
-                    last_progress = time.monotonic()
-                    if buffer.full():
-                        yield buffer.flush()
-            if buffer.rows:
-                yield buffer.flush()
+                msgs = consumer.consume(num_messages=min(wanted, part.end - next_offset),
+                                        timeout=0.1)
+                records, next_offset = _in_range(msgs, part, next_offset, where)
+                if not records:
+                    if time.monotonic() - last_progress > STALL_TIMEOUT_S:
+                        raise RuntimeError(f"{where}: no record at offset {next_offset} within "
+                                           f"{STALL_TIMEOUT_S:.0f}s (range ends at {part.end})")
+                    continue
+                last_progress = time.monotonic()
+                batch = record_batch(records, part.topic, part.partition)
+                per_record = max(batch.nbytes // batch.num_rows, 1)
+                wanted = max(1, min(BATCH_RECORDS, BATCH_BYTES // per_record))
+                yield batch
         finally:
             consumer.close()
 
 
-class _BatchBuffer:
-    """Column lists for one Arrow batch, bounded in records and bytes."""
+def _in_range(msgs: list, part: RangePartition, next_offset: int,
+              where: str) -> tuple[list, int]:
+    """The records of one consume call inside the range, and the next offset to read.
+    Errors end the read; the end of the partition before the range's end means the
+    topic was truncated or recreated."""
+    from confluent_kafka import KafkaError
 
-    def __init__(self, topic: str, partition: int):
-        self.topic, self.partition = topic, partition
-        self._reset()
+    if msgs and msgs[-1].error() is None and msgs[-1].offset() < part.end and \
+            not any(m.error() is not None for m in msgs):
+        return msgs, msgs[-1].offset() + 1
+    for i, msg in enumerate(msgs):
+        err = msg.error()
+        if err is not None:
+            if err.code() != KafkaError._PARTITION_EOF:
+                raise RuntimeError(f"{where}: {err.str()}")
+            if msg.offset() < part.end:
+                raise RuntimeError(
+                    f"{where}: the partition ends at {msg.offset()}, before the planned range "
+                    f"{part.start}..{part.end - 1} ends; the topic was truncated or recreated")
+            return msgs[:i], part.end
+        if msg.offset() >= part.end:
+            return msgs[:i], part.end
+        next_offset = msg.offset() + 1
+    return msgs, next_offset
 
-    def _reset(self) -> None:
-        self.keys: list = []
-        self.values: list = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int | None] = []
-        self.types: list[int] = []
-        self.headers: list = []
-        self.bytes = 0
 
-    @property
-    def rows(self) -> int:
-        return len(self.offsets)
+def record_batch(msgs: list, topic: str, partition: int):
+    """One Arrow batch (the Kafka source schema) from consumed messages, column by column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    def add(self, msg) -> None:
-        key, value = msg.key(), msg.value()
-        ts_type, ts = msg.timestamp()
-        self.keys.append(key)
-        self.values.append(value)
-        self.offsets.append(msg.offset())
-        # confluent-kafka: 0 none, 1 create time, 2 log append time; Spark: 0 create, 1 append.
-        self.timestamps.append(ts * 1000 if ts_type else None)
-        self.types.append(max(ts_type - 1, 0))
-        self.headers.append(msg.headers())
-        self.bytes += (len(key) if key else 0) + (len(value) if value else 0)
-
-    def full(self) -> bool:
-        return self.rows >= BATCH_RECORDS or self.bytes >= BATCH_BYTES
-
-    def flush(self):
-        import pyarrow as pa
-
-        schema = _arrow_schema()
-        n = self.rows
-        batch = pa.RecordBatch.from_arrays([
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.array([self.topic] * n, pa.string()),
-            pa.array([self.partition] * n, pa.int32()),
-            pa.array(self.offsets, pa.int64()),
-            pa.array(self.timestamps, schema.field("timestamp").type),
-            pa.array(self.types, pa.int32()),
-            pa.array(self.headers, schema.field("headers").type),
-        ], schema=schema)
-        self._reset()
-        return batch
+    schema = _arrow_schema()
+    n = len(msgs)
+    stamps = [m.timestamp() for m in msgs]
+    # confluent-kafka: 0 none, 1 create time, 2 log append time; Spark: 0 create, 1 append.
+    kinds = pa.array([kind for kind, _ in stamps], pa.int32())
+    millis = pa.array([ts for _, ts in stamps], pa.int64())
+    micros = pc.if_else(pc.equal(kinds, 0), pa.scalar(None, pa.int64()),
+                        pc.multiply(millis, 1000))
+    return pa.RecordBatch.from_arrays([
+        pa.array([m.key() for m in msgs], pa.binary()),
+        pa.array([m.value() for m in msgs], pa.binary()),
+        pa.array([topic] * n, pa.string()),
+        pa.array([partition] * n, pa.int32()),
+        pa.array([m.offset() for m in msgs], pa.int64()),
+        micros.cast(schema.field("timestamp").type),
+        pc.max_element_wise(pc.subtract(kinds, 1), 0),
+        pa.array([m.headers() for m in msgs], schema.field("headers").type),
+    ], schema=schema)
 
 
 @dataclass
