@@ -22,8 +22,9 @@ order. Per range:
 
 Checkpoints already on the target must not be ahead of their group's committed offset on
 the source. The results are checked by a Great Expectations suite (ephemeral context,
-Spark data source, expected values as parameters) rendered as Data Docs; users add their
-own suites (JSON files in the expectations directory) over the mirrored records.
+pandas data source for the one-row-per-range table, expected values as parameters)
+rendered as Data Docs; users add their own suites (JSON files in the expectations
+directory) over the mirrored records, on Spark.
 """
 
 from __future__ import annotations
@@ -423,7 +424,7 @@ def _suite_from_doc(gx, doc: dict):
     return suite
 
 
-def run_suites(spark, verdict_list: list[RangeVerdict], cps: list[CheckpointVerdict],
+def run_suites(verdict_list: list[RangeVerdict], cps: list[CheckpointVerdict],
                planned_records: int, records_frame, suites: list[dict],
                docs_dir: Path | None, run_name: str) -> dict[str, bool]:
     """Run the GX suites; build Data Docs into ``docs_dir``. Suite name -> success."""
@@ -439,26 +440,32 @@ def run_suites(spark, verdict_list: list[RangeVerdict], cps: list[CheckpointVerd
             "store_backend": {"class_name": "TupleFilesystemStoreBackend",
                               "base_directory": str(docs_dir)},
             "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
-    source = context.data_sources.add_spark(name="mirrorflow")
-    ranges_frame = spark.createDataFrame(
+    # The built-in suites look at one row per range or checkpoint: pandas, no Spark jobs
+    # (GX computes every metric with a job of its own). User suites see the mirrored
+    # records, on Spark.
+    import pandas as pd
+
+    small = context.data_sources.add_pandas(name="mirrorflow")
+    ranges_frame = pd.DataFrame(
         [(v.topic, v.partition, v.remote_topic, v.source_records, v.target_records,
           v.source_digest, v.target_digest, v.missing, v.duplicates, v.foreign, v.misplaced,
           v.offset_syncs_cover) for v in verdict_list if v.verified],
-        "topic string, partition int, remote_topic string, source_records long, "
-        "target_records long, source_digest string, target_digest string, missing long, "
-        "duplicates long, foreign long, misplaced long, offset_syncs_cover boolean")
-    cps_frame = spark.createDataFrame(
+        columns=["topic", "partition", "remote_topic", "source_records", "target_records",
+                 "source_digest", "target_digest", "missing", "duplicates", "foreign",
+                 "misplaced", "offset_syncs_cover"])
+    cps_frame = pd.DataFrame(
         [(c.group, c.topic, c.partition, c.checkpoint_upstream_offset, c.group_offset)
          for c in cps],
-        "group string, topic string, partition int, checkpoint_upstream_offset long, "
-        "group_offset long")
-    runs = [("ranges", ranges_frame, _completeness_suite(gx)),
-            ("checkpoints", cps_frame, _checkpoint_suite(gx))]
-    runs += [("records", records_frame, _suite_from_doc(gx, doc)) for doc in suites]
+        columns=["group", "topic", "partition", "checkpoint_upstream_offset", "group_offset"])
+    runs = [(small, "ranges", ranges_frame, _completeness_suite(gx)),
+            (small, "checkpoints", cps_frame, _checkpoint_suite(gx))]
+    if suites:
+        large = context.data_sources.add_spark(name="mirrorflow-records")
+        runs += [(large, "records", records_frame, _suite_from_doc(gx, doc)) for doc in suites]
     parameters = {"planned_records": planned_records,
                   "verified_ranges": sum(1 for v in verdict_list if v.verified)}
     outcome = {}
-    for asset_name, frame, suite in runs:
+    for source, asset_name, frame, suite in runs:
         asset = (source.get_asset(asset_name) if asset_name in source.get_asset_names()
                  else source.add_dataframe_asset(name=asset_name))
         batch = asset.add_batch_definition_whole_dataframe(f"{suite.name}/{asset_name}")
@@ -513,7 +520,7 @@ def validate_plan(spark, config_path: str, config: MirrorConfig, flow: FlowConfi
         suites = []
     docs_dir = reports.run_dir(flow.name, run_id)
     validation.expectations = run_suites(
-        spark, verdict_list, validation.checkpoints, validation.verified_records, records,
+        verdict_list, validation.checkpoints, validation.verified_records, records,
         suites, docs_dir, run_id)
     validation.data_docs = str(docs_dir / "index.html")
     validation.failures = [p for v in verdict_list for p in v.problems()]

@@ -45,7 +45,7 @@ _PRODUCER_DEFAULTS = {
     "linger.ms": 20,
     "batch.size": 1_000_000,
     "queue.buffering.max.messages": 500_000,
-    "queue.buffering.max.kbytes": 262_144,
+    "queue.buffering.max.kbytes": 65_536,  # bounds what a write task holds in flight
     "message.max.bytes": 16_777_216,
     "compression.type": "lz4",
     "acks": "all",
