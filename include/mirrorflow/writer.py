@@ -327,14 +327,15 @@ class PartitionWriter:
             try:
                 self._producer.commit_transaction(TIMEOUT_S)
             except KafkaException as exc:
-                self._settle()
-                self._raise_errors()
-                pending = [s.upstream for s in self._spans]
-                where = (f" (upstream offsets {pending[0][0]}..{pending[-1][-1]})"
-                         if pending else "")
+                # Not settled: a failed record in a span would read as a foreign producer's
+                # gap. A span end's own error names its offset; else the commit's error.
+                spans = list(self._spans)
+                where = (f" (upstream offsets {spans[0].upstream[0]}..{spans[-1].upstream[-1]})"
+                         if spans else "")
+                named = next((s.error for s in spans if s.error), exc.args[0].str())
                 raise WriteError(f"writing {self.result.topic}[{self.partition}] to "
                                  f"{self.remote_topic}: the transaction{where} failed: "
-                                 f"{exc.args[0].str()}") from None
+                                 f"{named}") from None
         else:
             remaining = self._producer.flush(TIMEOUT_S)
             if remaining:
