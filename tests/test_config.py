@@ -39,6 +39,7 @@ MM2_DEFAULTS = {
     "sync.topic.configs.interval.seconds": 600,
     "sync.topic.acls.enabled": True,
     "sync.topic.acls.interval.seconds": 600,
+    "use.defaults.from": "target",
     "emit.heartbeats.enabled": True,
     "emit.heartbeats.interval.seconds": 1,
     "emit.checkpoints.enabled": True,

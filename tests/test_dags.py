@@ -84,17 +84,20 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
                     "a->b.enabled = true\nb->a.enabled = true\n"
                     "a->b.sync.group.offsets.enabled = true\n"
                     "b->a.emit.heartbeats.enabled = false\nb->a.emit.checkpoints.enabled = false\n"
-                    "b->a.mirrorflow.schedule = none\n")
+                    "b->a.mirrorflow.schedule = none\n"
+                    "b->a.sync.topic.configs.enabled = false\n"
+                    "b->a.sync.topic.acls.enabled = false\n")
     bag = dagbag_for(path, repo / "dags", monkeypatch)
     full, bare = bag.dags["mirror__a__b"], bag.dags["mirror__b__a"]
     assert set(full.task_ids) == {
         "check_clusters", "emit_heartbeat", "plan", "mirror", "validate",
         "commit_and_sync_offsets", "checkpoint", "sync_group_offsets", "await_heartbeat", "report",
-        "check_lag"}
+        "check_lag", "sync_topic_metadata"}
     assert set(bare.task_ids) == {"check_clusters", "plan", "mirror", "validate",
                                   "commit_and_sync_offsets", "report", "check_lag"}
     assert full.get_task("validate").downstream_task_ids == {"commit_and_sync_offsets"}
     assert full.get_task("emit_heartbeat").downstream_task_ids == {"plan"}
+    assert full.get_task("sync_topic_metadata").upstream_task_ids == {"plan"}
     assert full.get_task("mirror").pool == "mirrorflow_spark"
     assert full.get_task("mirror")._conn_id == "spark_default"
     assert bare.schedule is None or str(bare.timetable.summary) in ("None", "")

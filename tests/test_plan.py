@@ -51,27 +51,6 @@ def test_remote_topic_has_the_source_partition_count(setup) -> None:
     assert len(admin.list_topics(timeout=5).topics["a.orders"].partitions) == 3
 
 
-def test_topic_config_selection_as_apache_kafka_describes_configs() -> None:
-    """Decision logic only: Tansu labels every topic config a default (see README)."""
-    from types import SimpleNamespace as Entry
-
-    from mirrorflow.config import parse_config
-    from mirrorflow.policy import compile_pattern_list
-
-    flow = parse_config("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
-                        "a->b.enabled = true\n").flow("a->b")
-    entries = {
-        "retention.ms": Entry(value="86400000", is_default=False, is_sensitive=False),
-        "segment.bytes": Entry(value="1073741824", is_default=True, is_sensitive=False),
-        "min.insync.replicas": Entry(value="2", is_default=False, is_sensitive=False),
-        "message.timestamp.type": Entry(value="LogAppendTime", is_default=False,
-                                        is_sensitive=False),
-        "secret": Entry(value=None, is_default=False, is_sensitive=True),
-    }
-    exclude = compile_pattern_list(flow.get("config.properties.exclude"))
-    assert plan_module.select_topic_configs(entries, exclude) == {"retention.ms": "86400000"}
-
-
 def test_cap_and_resume_from_committed_position(setup) -> None:
     config, a, b = setup
     flow = config.flow("a->b")

@@ -125,6 +125,14 @@ def sync_group_offsets(config_file: str, flow_name: str) -> list[dict]:
             checkpoints.sync_group_offsets(config, flow, checkpoints.compute(config, flow))]
 
 
+def sync_topic_metadata(config_file: str, flow_name: str) -> dict:
+    """Topic configs and ACLs to the remote topics, when their intervals have passed."""
+    from mirrorflow.run import metadata_step
+
+    config = load_config(config_file)
+    return metadata_step(config, config.flow(flow_name))
+
+
 def report(config_file: str, flow_name: str, committed: dict, run_id: str, ti=None,
            dag_run=None) -> dict:
     """The run's summary (the commit's result, the validation, what the other tasks
@@ -139,7 +147,8 @@ def report(config_file: str, flow_name: str, committed: dict, run_id: str, ti=No
                    validation=PlanStore(config, flow).validation(committed["plan_id"]),
                    lag=metrics.replication_lag(config, flow))
     pulled = {task_id: ti.xcom_pull(task_ids=task_id) if ti is not None else None
-              for task_id in ("checkpoint", "sync_group_offsets", "await_heartbeat")}
+              for task_id in ("checkpoint", "sync_group_offsets", "await_heartbeat",
+                              "sync_topic_metadata")}
     if pulled["checkpoint"] is not None:
         summary["checkpoints"] = pulled["checkpoint"]["count"]
         summary["checkpoint_latency_ms"] = pulled["checkpoint"]["latency_ms"]
@@ -147,6 +156,8 @@ def report(config_file: str, flow_name: str, committed: dict, run_id: str, ti=No
         summary["group_sync"] = pulled["sync_group_offsets"]
     if pulled["await_heartbeat"] is not None:
         summary["heartbeat"] = pulled["await_heartbeat"]
+    if pulled["sync_topic_metadata"] is not None:
+        summary["metadata"] = pulled["sync_topic_metadata"]
     if dag_run is not None and dag_run.start_date is not None:
         summary["duration_s"] = round(
             (datetime.now(dag_run.start_date.tzinfo) - dag_run.start_date).total_seconds(), 3)
@@ -281,6 +292,13 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                 sync_group_offsets)(path, name)
             committed >> synced
             last.append(synced)
+        if flow.get("sync.topic.configs.enabled") or flow.get("sync.topic.acls.enabled"):
+            metadata = task(task_id="sync_topic_metadata",
+                            doc_md="Topic configs and READ ACLs to the remote topics (MM2's "
+                                   "sync.topic.configs / sync.topic.acls), per interval.")(
+                sync_topic_metadata)(path, name)
+            planned >> metadata
+            last.append(metadata)
         summary = task(task_id="report", doc_md="The run's summary, the flow's report index and "
                                                 "metrics.")(report)(path, name, committed)
         last >> summary

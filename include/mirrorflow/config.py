@@ -171,6 +171,13 @@ _SPECS = [
         _as_regex_list,
         "Topic config properties not copied to remote topics.",
     ),
+    PropertySpec(
+        "use.defaults.from",
+        "target",
+        _one_of("target", "source"),
+        "Where a config the source topic leaves at its default comes from: the target's "
+        "default (the remote topic's override is removed) or the source's value.",
+    ),
     PropertySpec("refresh.topics.enabled", "true", _as_bool, "Discover new topics each run."),
     PropertySpec(
         "refresh.topics.interval.seconds",

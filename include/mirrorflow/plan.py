@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from mirrorflow import clients
+from mirrorflow import clients, topic_sync
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.internal_topics import CompactedTopic
 from mirrorflow.offsets import OffsetStore
-from mirrorflow.policy import compile_pattern_list
 from mirrorflow.watermarks import probe_watermarks
 
 log = logging.getLogger(__name__)
@@ -153,6 +151,15 @@ class PlanStore:
         text = self.topic.read().get(b"validation/" + plan_id.encode())
         return json.loads(text) if text is not None else None
 
+    def last_synced(self, kind: str) -> int | None:
+        """When metadata of ``kind`` (configs, acls) was last synced, epoch ms."""
+        text = self.topic.read().get(b"synced/" + kind.encode())
+        return int(text) if text is not None and text.isdigit() else None
+
+    def mark_synced(self, kind: str, at_ms: int) -> None:
+        self.topic.ensure()
+        self.topic.write([(b"synced/" + kind.encode(), str(at_ms).encode())])
+
     def mark_committed(self, plan: Plan) -> None:
         """Clear the pending mark and drop all but the newest plans and results."""
         entries = self.topic.read()
@@ -182,32 +189,11 @@ def discover_topics(config: MirrorConfig, flow: FlowConfig) -> dict[str, int]:
             if metadata.topics[t].error is None}
 
 
-def select_topic_configs(entries: dict, exclude: re.Pattern[str]) -> dict[str, str]:
-    """Topic configs to copy: set on the topic (not broker defaults), not excluded.
-
-    Apache Kafka marks a topic's own settings ``is_default = False``. Tansu marks every
-    entry as a default, so on Tansu nothing is copied (noted in the README).
-    """
-    return {name: entry.value for name, entry in entries.items()
-            if not entry.is_default and not entry.is_sensitive and entry.value is not None
-            and not exclude.fullmatch(name)}
-
-
-def _topic_configs(config: MirrorConfig, flow: FlowConfig, topics: Iterable[str]) -> dict:
-    """Per source topic, the configs to give its remote topic."""
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
-    exclude = compile_pattern_list(flow.get("config.properties.exclude"))
-    admin = clients.admin_client(config.cluster(flow.source))
-    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
-    return {resource.name: select_topic_configs(future.result(timeout=20), exclude)
-            for resource, future in admin.describe_configs(resources).items()}
-
-
 def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[str, int],
                          create: bool = True) -> dict[str, str]:
-    """Create missing remote topics (same partition count); source topic -> remote topic.
-    With ``create=False`` (a dry run) nothing is created."""
+    """Create missing remote topics (same partition count, the source's configs) and grow
+    remote topics with fewer partitions than their source, as MM2 does; source topic ->
+    remote topic. With ``create=False`` (a dry run) nothing is created or grown."""
     from confluent_kafka.admin import NewTopic
 
     policy = flow.policy()
@@ -215,16 +201,21 @@ def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[st
     target = config.cluster(flow.target)
     admin = clients.admin_client(target)
     existing = admin.list_topics(timeout=20).topics
-    for topic, name in remote.items():
-        if name in existing and len(existing[name].partitions) < topics[topic]:
-            raise PlanError(
-                f"remote topic {name!r} on cluster {flow.target!r} has "
-                f"{len(existing[name].partitions)} partitions, source topic {topic!r} has "
-                f"{topics[topic]}; add partitions to the remote topic first")
+    current = {name: len(existing[name].partitions) for name in remote.values()
+               if name in existing}
+    grow = topic_sync.partition_increases(topics, current, remote)
+    if grow and not create:
+        log.info("a run would grow %s", ", ".join(f"{t} to {n} partitions"
+                                                 for t, n in grow.items()))
+    elif grow:
+        try:
+            topic_sync.add_partitions(target, grow, current)
+        except topic_sync.MetadataSyncError as exc:
+            raise PlanError(str(exc)) from None
     missing = [t for t in topics if remote[t] not in existing]
     if not missing or not create:
         return remote
-    configs = (_topic_configs(config, flow, missing)
+    configs = (topic_sync.source_topic_configs(config, flow, missing)
                if flow.get("sync.topic.configs.enabled") else {})
     new = [NewTopic(remote[t], num_partitions=topics[t],
                     replication_factor=flow.get("replication.factor"),

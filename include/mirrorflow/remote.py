@@ -13,7 +13,8 @@ from mirrorflow.policy import DefaultReplicationPolicy, ReplicationPolicy
 from mirrorflow.records import Checkpoint, RecordFormatError
 
 
-def _topics(cluster: ClusterConfig) -> list[str]:
+def topic_names(cluster: ClusterConfig) -> list[str]:
+    """Every topic of a cluster, sorted."""
     return sorted(clients.admin_client(cluster).list_topics(timeout=15).topics)
 
 
@@ -21,14 +22,14 @@ def heartbeat_topics(config: MirrorConfig, alias: str,
                      policy: ReplicationPolicy | None = None) -> list[str]:
     """Heartbeat topics on a cluster, local and remote (MirrorClient.heartbeatTopics)."""
     policy = policy or DefaultReplicationPolicy()
-    return [t for t in _topics(config.cluster(alias)) if policy.is_heartbeats_topic(t)]
+    return [t for t in topic_names(config.cluster(alias)) if policy.is_heartbeats_topic(t)]
 
 
 def checkpoint_topics(config: MirrorConfig, alias: str,
                       policy: ReplicationPolicy | None = None) -> list[str]:
     """Checkpoint topics on a cluster (MirrorClient.checkpointTopics)."""
     policy = policy or DefaultReplicationPolicy()
-    return [t for t in _topics(config.cluster(alias)) if policy.is_checkpoints_topic(t)]
+    return [t for t in topic_names(config.cluster(alias)) if policy.is_checkpoints_topic(t)]
 
 
 def upstream_clusters(config: MirrorConfig, alias: str,

@@ -18,10 +18,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mirrorflow import checkpoints, heartbeats, metrics, offset_syncs, reports
+from mirrorflow import checkpoints, heartbeats, metrics, offset_syncs, reports, topic_sync
 from mirrorflow.config import FlowConfig, MirrorConfig, load_config
 from mirrorflow.offsets import OffsetStore
-from mirrorflow.plan import Plan, PlanStore, plan_run
+from mirrorflow.plan import Plan, PlanStore, discover_topics, plan_run
+from mirrorflow.remote import topic_names
 from mirrorflow.spark.job import EXIT_VALIDATION_FAILED, RESULT_MARKER, VALIDATION_MARKER
 from mirrorflow.spark.submit import submit_command
 from mirrorflow.validate import Validation
@@ -68,6 +69,7 @@ class RunResult:
     checkpoint_latency_ms: dict[str, float] = field(default_factory=dict)
     lag: dict[str, int] | None = None
     heartbeat: dict | None = None
+    metadata: dict | None = None
     validation: dict | None = None
     duration_s: float | None = None
 
@@ -145,6 +147,29 @@ def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan,
     return report
 
 
+def metadata_step(config: MirrorConfig, flow: FlowConfig, force: bool = False) -> dict:
+    """Sync topic configs and ACLs of the flow's mirrored topics when their interval
+    (``sync.topic.configs.interval.seconds``, ``sync.topic.acls.interval.seconds``) has
+    passed since the last sync; partition counts are synced by every plan."""
+    store = PlanStore(config, flow)
+    now = int(time.time() * 1000)
+    due = {kind: flow.get(f"sync.topic.{kind}.enabled") and (
+        force or (store.last_synced(kind) or 0) + flow.get(f"sync.topic.{kind}.interval.seconds")
+        * 1000 <= now) for kind in ("configs", "acls")}
+    if not any(due.values()):
+        return {"synced": []}
+    present = set(topic_names(config.cluster(flow.target)))
+    policy = flow.policy()
+    topics = [t for t in discover_topics(config, flow)
+              if policy.format_remote_topic(flow.source, t) in present]
+    result = topic_sync.sync_topic_metadata(config, flow, topics, configs=due["configs"],
+                                            acls=due["acls"])
+    for kind, done in due.items():
+        if done:
+            store.mark_synced(kind, now)
+    return {"synced": [k for k, done in due.items() if done], **asdict(result)}
+
+
 def checkpoint_latency(computed: list, started: float) -> dict[str, float]:
     """Per group, ms from reading its offsets (``started``, epoch s) to now, when its
     checkpoints are written: MM2's checkpoint-latency-ms, batch style."""
@@ -206,6 +231,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
     report.run_id = run_id
     report.validation = validation.to_dict() if validation else None
     checkpoint_step(config, flow, report)
+    report.metadata = metadata_step(config, flow)
     if beat is not None:
         report.heartbeat = asdict(heartbeats.status(config, flow, beat.timestamp))
     report.duration_s = round(time.monotonic() - started, 3)
