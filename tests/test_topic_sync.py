@@ -130,7 +130,7 @@ def test_config_sync_and_acl_sync_run_on_tansu(two_clusters: dict[str, str],
     assert metadata_step(config, flow) == {"synced": []}  # within the 600 s intervals
     target = config.cluster("b")
     topic_sync.alter_configs(target, {"a.orders": {"retention.ms": "1234"}})
-    described = topic_sync._describe_configs(target, ["a.orders"])["a.orders"]
+    described = topic_sync.describe_configs(target, ["a.orders"])["a.orders"]
     assert described["retention.ms"].value == "1234"
 
 

@@ -14,9 +14,11 @@ keeps the plan pending and gets no checkpoints or group offsets.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -42,6 +44,19 @@ def config_path() -> Path:
 # --------------------------------------------------------------------------- task bodies
 
 
+@contextlib.contextmanager
+def _leased(config_file: str, flow_name: str, run_id: str
+            ) -> Iterator[tuple[MirrorConfig, FlowConfig]]:
+    """The config and flow, with the flow's lease held for ``run_id`` (one writer at a
+    time, even beside a ``mirrorflow run`` or another deployment)."""
+    from mirrorflow.lease import FlowLease
+
+    config = load_config(config_file)
+    flow = config.flow(flow_name)
+    with FlowLease(config, flow, run_id):
+        yield config, flow
+
+
 def check_clusters(config_file: str, flow_name: str) -> dict[str, str]:
     """Fail fast, naming the cluster, when the source or target does not answer."""
     from mirrorflow.localcluster import answers_metadata
@@ -65,11 +80,14 @@ def emit_heartbeat(config_file: str, flow_name: str) -> int:
 
 def plan(config_file: str, flow_name: str, params: dict, run_id: str) -> dict:
     """Reset positions if asked (confirmed), then plan or resume the pending plan."""
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        return _plan(config, flow, params, run_id)
+
+
+def _plan(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> dict:
     from mirrorflow.operations import check_confirmation, reset_positions
     from mirrorflow.plan import build_plan, plan_run
 
-    config = load_config(config_file)
-    flow = config.flow(flow_name)
     if params.get("reset", "none") != "none":
         check_confirmation(flow, params.get("confirm_reset"))
         result = reset_positions(config, flow, params["reset"], params.get("reset_timestamp_ms"))
@@ -90,47 +108,45 @@ def plan(config_file: str, flow_name: str, params: dict, run_id: str) -> dict:
             "offsets": sum(r.size for r in stored.ranges)}
 
 
-def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict) -> dict:
+def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
+                            run_id: str) -> dict:
     """Check the Spark job's result, emit offset syncs, commit positions."""
     from mirrorflow.plan import PlanStore
     from mirrorflow.run import commit_step
 
-    config = load_config(config_file)
-    flow = config.flow(flow_name)
-    stored = PlanStore(config, flow).load(planned["plan_id"])
-    return asdict(commit_step(config, flow, stored, planned["resumed"]))
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        stored = PlanStore(config, flow).load(planned["plan_id"])
+        return asdict(commit_step(config, flow, stored, planned["resumed"]))
 
 
-def checkpoint(config_file: str, flow_name: str) -> dict:
+def checkpoint(config_file: str, flow_name: str, run_id: str) -> dict:
     """Emit checkpoints; how many, and per group the checkpoint latency (ms)."""
     import time
 
     from mirrorflow import checkpoints
     from mirrorflow.run import checkpoint_latency
 
-    config = load_config(config_file)
-    flow = config.flow(flow_name)
-    started = time.time()
-    computed = checkpoints.compute(config, flow)
-    return {"count": checkpoints.emit(config, flow, computed),
-            "latency_ms": checkpoint_latency(computed, started)}
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        started = time.time()
+        computed = checkpoints.compute(config, flow)
+        return {"count": checkpoints.emit(config, flow, computed),
+                "latency_ms": checkpoint_latency(computed, started)}
 
 
-def sync_group_offsets(config_file: str, flow_name: str) -> list[dict]:
+def sync_group_offsets(config_file: str, flow_name: str, run_id: str) -> list[dict]:
     from mirrorflow import checkpoints
 
-    config = load_config(config_file)
-    flow = config.flow(flow_name)
-    return [asdict(g) for g in
-            checkpoints.sync_group_offsets(config, flow, checkpoints.compute(config, flow))]
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        return [asdict(g) for g in
+                checkpoints.sync_group_offsets(config, flow, checkpoints.compute(config, flow))]
 
 
-def sync_topic_metadata(config_file: str, flow_name: str) -> dict:
+def sync_topic_metadata(config_file: str, flow_name: str, run_id: str) -> dict:
     """Topic configs and ACLs to the remote topics, when their intervals have passed."""
     from mirrorflow.run import metadata_step
 
-    config = load_config(config_file)
-    return metadata_step(config, config.flow(flow_name))
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        return metadata_step(config, flow)
 
 
 def report(config_file: str, flow_name: str, committed: dict, run_id: str, ti=None,

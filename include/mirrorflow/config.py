@@ -345,6 +345,20 @@ _SPECS = [
         origin="mirrorflow",
     ),
     PropertySpec(
+        "mirrorflow.lease.timeout.seconds",
+        "30",
+        _as_positive_int,
+        "A step's hold on the flow lapses this long after its process stops renewing it.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.lease.wait.seconds",
+        "60",
+        _as_non_negative_int,
+        "How long a run waits for another run of the same flow before it fails.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
         "mirrorflow.max.records.per.partition",
         "1000000",
         _as_positive_int,

@@ -16,10 +16,10 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from mirrorflow import clients, topic_sync
-from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.config import ClusterConfig, FlowConfig, MirrorConfig
 from mirrorflow.internal_topics import CompactedTopic
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.watermarks import probe_watermarks
@@ -49,6 +49,7 @@ class Range:
     end: int
     remote_topic: str
     target_start: int
+    max_message_bytes: int | None = None  # the remote topic's max.message.bytes
 
     @property
     def size(self) -> int:
@@ -121,7 +122,19 @@ class PlanStore:
             log.warning("%s: pending plan %s has no record; planning anew",
                         self.topic.topic, plan_id.decode())
             return None
-        return Plan.from_json(text)
+        return self._parse(plan_id.decode(), text)
+
+    def _parse(self, plan_id: str, text: bytes) -> Plan:
+        """A stored plan; a malformed one is an error naming it, not a traceback: which
+        records its attempt wrote is unknown, so planning anew could write them twice."""
+        try:
+            return Plan.from_json(text)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PlanError(
+                f"plan {plan_id!r} in {self.topic.topic} on cluster "
+                f"{self.topic.cluster.alias!r} is malformed ({type(exc).__name__}: {exc}); "
+                f"check the remote topics against the source, then reset the flow's "
+                f"positions (mirrorflow reset) to continue") from None
 
     def save(self, plan: Plan) -> None:
         """Store the plan and mark it pending, in that order."""
@@ -134,7 +147,7 @@ class PlanStore:
         if text is None:
             raise PlanError(f"plan {plan_id!r} is not in {self.topic.topic} on cluster "
                             f"{self.topic.cluster.alias!r}")
-        return Plan.from_json(text)
+        return self._parse(plan_id, text)
 
     def save_result(self, plan_id: str, result: dict) -> None:
         self.topic.write([(b"result/" + plan_id.encode(), json.dumps(result).encode())])
@@ -161,13 +174,22 @@ class PlanStore:
         self.topic.write([(b"synced/" + kind.encode(), str(at_ms).encode())])
 
     def mark_committed(self, plan: Plan) -> None:
-        """Clear the pending mark and drop all but the newest plans and results."""
+        """Clear the pending mark (if it is still this plan's) and drop all but the newest
+        plans and results; malformed stored plans are dropped with a warning."""
         entries = self.topic.read()
-        plans = sorted(
-            (Plan.from_json(v) for k, v in entries.items() if k.startswith(b"plan/")),
-            key=lambda p: p.created_ms)
-        old = [p.plan_id.encode() for p in plans[:-KEEP_PLANS]]
-        self.topic.write([(PENDING_KEY, None)]
+        stored, malformed = [], []
+        for key, value in entries.items():
+            if key.startswith(b"plan/"):
+                try:
+                    stored.append(Plan.from_json(value))
+                except (ValueError, KeyError, TypeError):
+                    log.warning("%s: malformed record %s dropped", self.topic.topic, key)
+                    malformed.append(key[len(b"plan/"):])
+        stored.sort(key=lambda p: p.created_ms)
+        old = [p.plan_id.encode() for p in stored[:-KEEP_PLANS]] + malformed
+        pending = [(PENDING_KEY, None)] if entries.get(PENDING_KEY) == plan.plan_id.encode() \
+            else []
+        self.topic.write(pending
                          + [(b"plan/" + i, None) for i in old]
                          + [(prefix + i, None) for i in old
                             for prefix in (b"result/", b"validation/")])
@@ -176,14 +198,18 @@ class PlanStore:
 # --------------------------------------------------------------------------- planning
 
 
-def discover_topics(config: MirrorConfig, flow: FlowConfig) -> dict[str, int]:
-    """Source topics the flow mirrors, with their partition counts."""
+def _source_metadata(config: MirrorConfig, flow: FlowConfig):
     source = config.cluster(flow.source)
     try:
-        metadata = clients.admin_client(source).list_topics(timeout=10)
+        return clients.admin_client(source).list_topics(timeout=10)
     except Exception as exc:
         raise PlanError(f"source cluster {flow.source!r} ({source.bootstrap_servers}) is not "
                         f"reachable: {exc}") from None
+
+
+def discover_topics(config: MirrorConfig, flow: FlowConfig) -> dict[str, int]:
+    """Source topics the flow mirrors, with their partition counts."""
+    metadata = _source_metadata(config, flow)
     selected = flow.topic_filter().select(metadata.topics)
     return {t: len(metadata.topics[t].partitions) for t in selected
             if metadata.topics[t].error is None}
@@ -231,6 +257,17 @@ def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[st
     return remote
 
 
+def _max_message_bytes(target: ClusterConfig, topics: list[str]) -> dict[str, int]:
+    """Each remote topic's max.message.bytes: the writer's limit per record batch, so that
+    a larger record fails naming its offset before anything of it is sent."""
+    limits = {}
+    for topic, entries in topic_sync.describe_configs(target, topics).items():
+        entry = entries.get("max.message.bytes")
+        if entry is not None and entry.value and entry.value.isdigit():
+            limits[topic] = int(entry.value)
+    return limits
+
+
 def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
                only_topics: Iterable[str] | None = None,
                max_records: int | None = None, dry_run: bool = False) -> Plan:
@@ -249,6 +286,7 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     existing = set(clients.admin_client(target).list_topics(timeout=10).topics)
     target_marks = probe_watermarks(target, [(remote[t], p) for t, p in source_parts
                                              if remote[t] in existing])
+    limits = _max_message_bytes(target, [remote[t] for t in topics if remote[t] in existing])
     committed = OffsetStore(config.cluster(flow.target), flow.source,
                             flow.get("replication.factor")).positions()
     ranges: list[Range] = []
@@ -277,12 +315,29 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
         if end > start:
             target_end = target_marks.get((remote[topic], partition))
             ranges.append(Range(topic, partition, start, end, remote[topic],
-                                target_end.high if target_end else 0))
+                                target_end.high if target_end else 0,
+                                limits.get(remote[topic])))
     return Plan(
         plan_id=f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}",
         flow=flow.name, run_id=run_id, created_ms=int(time.time() * 1000),
         config_digest=config.digest, ranges=tuple(ranges), gaps=tuple(gaps),
     )
+
+
+def _without_deleted_topics(config: MirrorConfig, flow: FlowConfig, store: PlanStore,
+                            plan: Plan) -> Plan:
+    """The pending plan minus the ranges of source topics deleted since it was made (their
+    reads can never finish); the plan is stored again, so the drop is on record."""
+    present = _source_metadata(config, flow).topics
+    gone = sorted({r.topic for r in plan.ranges} - set(present))
+    if not gone:
+        return plan
+    log.warning("source topics deleted since plan %s was made, dropped from it (their "
+                "positions stay, so a recreated topic is detected): %s", plan.plan_id,
+                ", ".join(gone))
+    kept = replace(plan, ranges=tuple(r for r in plan.ranges if r.topic not in gone))
+    store.save(kept)
+    return kept
 
 
 def plan_run(config: MirrorConfig, flow: FlowConfig, run_id: str, **limits) -> tuple[Plan, bool]:
@@ -291,7 +346,7 @@ def plan_run(config: MirrorConfig, flow: FlowConfig, run_id: str, **limits) -> t
     pending = store.pending()
     if pending is not None:
         log.info("resuming pending plan %s of run %s", pending.plan_id, pending.run_id)
-        return pending, True
+        return _without_deleted_topics(config, flow, store, pending), True
     plan = build_plan(config, flow, run_id, **limits)
     store.save(plan)
     return plan, False

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from mirrorflow import checkpoints, heartbeats, metrics, offset_syncs, reports, topic_sync
 from mirrorflow.config import FlowConfig, MirrorConfig, load_config
+from mirrorflow.lease import FlowLease
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.plan import Plan, PlanStore, discover_topics, plan_run
 from mirrorflow.remote import topic_names
@@ -205,35 +206,37 @@ def publish(config: MirrorConfig, flow: FlowConfig, run_id: str, summary: dict) 
 def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = None,
               master: str | None = None, only_topics: Iterable[str] | None = None,
               max_records: int | None = None) -> RunResult:
-    """Plan (or resume the pending plan), mirror and validate with Spark, commit, report.
-    A failed validation raises ValidationError before anything is committed."""
+    """Plan (or resume the pending plan), mirror and validate with Spark, commit, report,
+    holding the flow's lease throughout (its Spark job joins it). A failed validation
+    raises ValidationError before anything is committed."""
     started = time.monotonic()
     config = load_config(config_path)
     flow = config.flow(flow_name)
     run_id = run_id or f"manual__{time.strftime('%Y%m%dT%H%M%S')}_{uuid.uuid4().hex[:6]}"
-    beat = heartbeats.emit(config, flow) if flow.get("emit.heartbeats.enabled") else None
-    plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
-                             max_records=max_records)
-    validation = None
-    if plan.ranges:
-        result, validation = mirror_step(str(config_path), flow, plan, master, run_id=run_id)
-    else:
-        PlanStore(config, flow).save_result(plan.plan_id, {"plan_id": plan.plan_id,
-                                                           "ranges": []})
-    if validation is not None and not validation.success:
-        failed = summarize(flow, plan, result, resumed)
-        failed.run_id, failed.validation = run_id, validation.to_dict()
-        failed.duration_s = round(time.monotonic() - started, 3)
-        reports.write(flow.name, run_id, asdict(failed))
-        metrics.update(flow.name, asdict(failed))
-        raise validation.error()
-    report = commit_step(config, flow, plan, resumed)
-    report.run_id = run_id
-    report.validation = validation.to_dict() if validation else None
-    checkpoint_step(config, flow, report)
-    report.metadata = metadata_step(config, flow)
-    if beat is not None:
-        report.heartbeat = asdict(heartbeats.status(config, flow, beat.timestamp))
-    report.duration_s = round(time.monotonic() - started, 3)
-    report.lag = publish(config, flow, run_id, asdict(report))["lag"]
+    with FlowLease(config, flow, run_id):
+        beat = heartbeats.emit(config, flow) if flow.get("emit.heartbeats.enabled") else None
+        plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
+                                 max_records=max_records)
+        validation = None
+        if plan.ranges:
+            result, validation = mirror_step(str(config_path), flow, plan, master, run_id=run_id)
+        else:
+            PlanStore(config, flow).save_result(plan.plan_id, {"plan_id": plan.plan_id,
+                                                               "ranges": []})
+        if validation is not None and not validation.success:
+            failed = summarize(flow, plan, result, resumed)
+            failed.run_id, failed.validation = run_id, validation.to_dict()
+            failed.duration_s = round(time.monotonic() - started, 3)
+            reports.write(flow.name, run_id, asdict(failed))
+            metrics.update(flow.name, asdict(failed))
+            raise validation.error()
+        report = commit_step(config, flow, plan, resumed)
+        report.run_id = run_id
+        report.validation = validation.to_dict() if validation else None
+        checkpoint_step(config, flow, report)
+        report.metadata = metadata_step(config, flow)
+        if beat is not None:
+            report.heartbeat = asdict(heartbeats.status(config, flow, beat.timestamp))
+        report.duration_s = round(time.monotonic() - started, 3)
+        report.lag = publish(config, flow, run_id, asdict(report))["lag"]
     return report

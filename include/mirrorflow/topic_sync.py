@@ -148,7 +148,7 @@ def foreign_writers(target: Iterable[TopicAcl], remote_topics: Iterable[str],
 # --------------------------------------------------------------------------- calls
 
 
-def _describe_configs(cluster: ClusterConfig, topics: Iterable[str]) -> dict[str, dict]:
+def describe_configs(cluster: ClusterConfig, topics: Iterable[str]) -> dict[str, dict]:
     from confluent_kafka.admin import ConfigResource, ResourceType
 
     names = list(topics)
@@ -169,7 +169,7 @@ def _describe_configs(cluster: ClusterConfig, topics: Iterable[str]) -> dict[str
 def source_topic_configs(config: MirrorConfig, flow: FlowConfig,
                          topics: Iterable[str]) -> dict[str, dict[str, str]]:
     """Per source topic, the configs its new remote topic is created with."""
-    described = _describe_configs(config.cluster(flow.source), topics)
+    described = describe_configs(config.cluster(flow.source), topics)
     return {t: new_topic_configs(entries, flow.get("config.properties.exclude"),
                                  flow.get("use.defaults.from"))
             for t, entries in described.items()}
@@ -322,8 +322,8 @@ def sync_topic_metadata(config: MirrorConfig, flow: FlowConfig, topics: Iterable
     topics = sorted(topics)
     remote = {t: policy.format_remote_topic(flow.source, t) for t in topics}
     if configs and topics:
-        described = _describe_configs(source, topics)
-        current = _describe_configs(target, remote.values())
+        described = describe_configs(source, topics)
+        current = describe_configs(target, remote.values())
         for topic in topics:
             changes = config_changes(described[topic], current.get(remote[topic], {}),
                                      flow.get("config.properties.exclude"),

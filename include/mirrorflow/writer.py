@@ -169,7 +169,8 @@ class PartitionWriter:
     def __init__(self, producer_conf: dict[str, Any], consumer_conf: dict[str, Any],
                  topic: str, partition: int, remote_topic: str,
                  start: int, end: int, target_start: int, flow_name: str,
-                 exactly_once: str = "requested", chunk_records: int = DEFAULT_CHUNK_RECORDS):
+                 exactly_once: str = "requested", chunk_records: int = DEFAULT_CHUNK_RECORDS,
+                 max_message_bytes: int | None = None):
         self.producer_conf = producer_conf
         self.consumer_conf = consumer_conf
         self.remote_topic = remote_topic
@@ -178,6 +179,7 @@ class PartitionWriter:
         self.flow_name = flow_name
         self.exactly_once = exactly_once
         self.chunk_records = chunk_records
+        self.max_message_bytes = max_message_bytes
         self.result = RangeResult(topic, partition, remote_topic, start, end)
         self._producer = None
         self._to_skip = 0
@@ -199,6 +201,10 @@ class PartitionWriter:
 
         self._opened = time.monotonic()
         settings = {**_PRODUCER_DEFAULTS, **self.producer_conf, "enable.idempotence": True}
+        if self.max_message_bytes:
+            # The remote topic's limit on a record batch is the producer's on a message set.
+            settings["message.max.bytes"] = min(int(settings["message.max.bytes"]),
+                                                self.max_message_bytes)
         txn_id = transactional_id(self.flow_name, self.remote_topic, self.partition)
         producer = Producer({**settings, "transactional.id": txn_id,
                              "transaction.timeout.ms": 300_000})
@@ -285,10 +291,21 @@ class PartitionWriter:
                     poll(0.05)
                 except KafkaException as exc:
                     raise WriteError(f"cannot write {self.result.topic}[{partition}] offset "
-                                     f"{upstream[i]} to {topic}: {exc.args[0].str()}") from None
+                                     f"{upstream[i]} to {topic}: {exc.args[0].str()}"
+                                     f"{self._size_hint(exc.args[0])}") from None
         self.result.records_written += n
         self.result.bytes_written += (pc.sum(pc.binary_length(batch.column("key"))).as_py() or 0) \
             + (pc.sum(pc.binary_length(batch.column("value"))).as_py() or 0)
+
+    def _size_hint(self, error) -> str:
+        from confluent_kafka import KafkaError
+
+        if error.code() != KafkaError.MSG_SIZE_TOO_LARGE:
+            return ""
+        limit = self.max_message_bytes
+        return (f" (the record is larger than {self.remote_topic}'s max.message.bytes = "
+                f"{limit} on the target; raise it there, then rerun)" if limit else
+                " (raise the target producer's message.max.bytes, then rerun)")
 
     def close(self) -> RangeResult:
         """Commit what is left and wait for every acknowledgement."""

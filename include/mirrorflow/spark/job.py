@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from mirrorflow.config import FlowConfig, load_config
+from mirrorflow.lease import FlowLease
 from mirrorflow.plan import Plan, PlanStore
 
 RESULT_MARKER = "MIRRORFLOW_RESULT "
@@ -84,10 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
              .getOrCreate())
     try:
         if "mirror" in args.steps:
-            if plan.ranges:
-                mirror(spark, args.config, flow, plan)
-            else:
-                store.save_result(plan.plan_id, {"plan_id": plan.plan_id, "ranges": []})
+            with FlowLease(config, flow, args.run_id or plan.run_id):
+                if plan.ranges:
+                    mirror(spark, args.config, flow, plan)
+                else:
+                    store.save_result(plan.plan_id, {"plan_id": plan.plan_id, "ranges": []})
         result = store.result(plan.plan_id)
         if "validate" in args.steps:
             if result is None:

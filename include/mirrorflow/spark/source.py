@@ -103,6 +103,7 @@ class KafkaRangeReader(DataSourceReader):
                              "enable.partition.eof": True, "fetch.wait.max.ms": 50})
         where = f"{part.topic}[{part.partition}]"
         try:
+            _check_exists(consumer, part.topic, self.options.get("mirrorflow.cluster"))
             consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
             next_offset = part.start
             wanted = BATCH_RECORDS
@@ -123,6 +124,18 @@ class KafkaRangeReader(DataSourceReader):
                 yield batch
         finally:
             consumer.close()
+
+
+def _check_exists(consumer, topic: str, alias: str | None) -> None:
+    """A topic deleted after planning fails its read at once, named, instead of stalling."""
+    from confluent_kafka import KafkaError
+
+    metadata = consumer.list_topics(topic, timeout=15).topics.get(topic)
+    if metadata is None or (metadata.error is not None and metadata.error.code() in (
+            KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)):
+        raise RuntimeError(f"source topic {topic!r} no longer exists on cluster {alias!r}: it "
+                           "was deleted after planning. Nothing was committed; the next run "
+                           "drops it from the pending plan")
 
 
 def _in_range(msgs: list, part: RangePartition, next_offset: int,
@@ -211,7 +224,8 @@ class KafkaRangeWriter(DataSourceArrowWriter):
                         client_conf(self.options, target, "consumer"), r["topic"],
                         r["partition"], r["remote_topic"], r["start"], r["end"],
                         r["target_start"], self.flow,
-                        self.options.get("mirrorflow.exactlyonce", "requested"))
+                        self.options.get("mirrorflow.exactlyonce", "requested"),
+                        max_message_bytes=r.get("max_message_bytes"))
                     writer.open()
                 elif tp != (writer.result.topic, writer.partition):
                     raise RuntimeError(f"one write task got records of {tp} and of "

@@ -1,0 +1,246 @@
+"""Faults against real brokers and real Spark (the session's, so that no test pays a JVM
+start): each leaves the flow's positions where they were, and the next run finishes the
+job with every record on the target exactly once."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers.cycle import cycle_in_session
+from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
+from mirrorflow.config import load_config
+from mirrorflow.lease import FlowLease, LeaseHeldError
+from mirrorflow.localcluster import LocalBroker, running_clusters
+from mirrorflow.offsets import OffsetStore
+from mirrorflow.plan import PlanError, PlanStore, plan_run
+from mirrorflow.run import run_cycle
+from mirrorflow.spark.job import mirror
+from mirrorflow.watermarks import probe_watermarks
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark]
+
+
+@pytest.fixture
+def brokers(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path]]:
+    state = tmp_path / "brokers"
+    with running_clusters(["a", "b"], state) as bootstraps:
+        yield bootstraps, state
+
+
+def positions(path: Path) -> dict:
+    return OffsetStore(load_config(path).cluster("b"), "a").positions()
+
+
+def test_target_down_during_the_write_fails_then_the_retry_completes(
+        spark, brokers, tmp_path: Path) -> None:
+    (bootstraps, state), total = brokers, 200_000
+    a, b = bootstraps["a"], bootstraps["b"]
+    create_topic(a, "clicks", 2)
+    produce(a, "clicks", [(f"k{i}".encode(), b"x" * 512, None, 1_700_000_000_000 + i)
+                          for i in range(total)], 2)
+    path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true",
+                       "b.producer.delivery.timeout.ms = 5000\n"
+                       "b.producer.request.timeout.ms = 3000\n")
+    config = load_config(path)
+    flow = config.flow("a->b")
+    plan, _ = plan_run(config, flow, "run-1")
+    host, port = b.split(":")
+    target_pid = LocalBroker("b", host, int(port), state).pid()
+    frozen = threading.Event()
+
+    def freeze_mid_write() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            ends = probe_watermarks(config.cluster("b"), [("a.clicks", 0), ("a.clicks", 1)])
+            if sum(m.high for m in ends.values()) > 10_000:
+                os.kill(target_pid, signal.SIGSTOP)  # the broker hangs: no answers at all
+                frozen.set()
+                return
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=freeze_mid_write)
+    watcher.start()
+    try:
+        with pytest.raises(Exception, match=r"clicks\[\d\]"):
+            mirror(spark, str(path), flow, plan)
+    finally:
+        watcher.join()
+        os.kill(target_pid, signal.SIGCONT)
+    assert frozen.is_set(), "the write finished before the target could be stopped"
+    assert positions(path) == {}  # nothing committed
+
+    result = cycle_in_session(spark, path, run_id="run-2")  # the retry resumes the plan
+    assert result.resumed and result.records + sum(p.skipped for p in result.partitions) \
+        == total
+    for p in range(2):
+        assert read_partition(b, "a.clicks", p) == read_partition(a, "clicks", p)
+    assert positions(path) == {("clicks", 0): total // 2 - 1, ("clicks", 1): total // 2 - 1}
+
+
+def test_source_unreachable_at_planning_names_the_cluster(brokers, tmp_path: Path) -> None:
+    bootstraps, _ = brokers
+    dead = {"a": "127.0.0.1:1", "b": bootstraps["b"]}
+    path = config_file(tmp_path / "mm2.properties", dead, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+    with pytest.raises(PlanError, match=r"source cluster 'a' \(127\.0\.0\.1:1\) is not "
+                                        r"reachable"):
+        run_cycle(path, "a->b")
+    config = load_config(path)
+    assert positions(path) == {} and PlanStore(config, config.flow("a->b")).pending() is None
+
+
+def test_source_topic_deleted_between_planning_and_reading(spark, brokers,
+                                                           tmp_path: Path) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    bootstraps, _ = brokers
+    a, b = bootstraps["a"], bootstraps["b"]
+    create_topic(a, "orders", 1)
+    create_topic(a, "doomed", 1)
+    produce(a, "orders", varied_records(300), 1)
+    produce(a, "doomed", varied_records(50), 1)
+    path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true")
+    config = load_config(path)
+    flow = config.flow("a->b")
+    plan, _ = plan_run(config, flow, "run-1")
+    assert {r.topic for r in plan.ranges} == {"orders", "doomed"}
+    admin = AdminClient({"bootstrap.servers": a})
+    admin.delete_topics(["doomed"])["doomed"].result(10)
+    with pytest.raises(Exception, match=r"source topic 'doomed' no longer exists on cluster "
+                                        r"'a': it was deleted after planning"):
+        mirror(spark, str(path), flow, plan)
+    assert positions(path) == {}
+
+    result = cycle_in_session(spark, path, run_id="run-2")
+    assert result.resumed and [p.topic for p in result.partitions] == ["orders"]
+    assert read_partition(b, "a.orders", 0) == read_partition(a, "orders", 0)
+    assert positions(path) == {("orders", 0): 299}
+
+
+def test_source_topic_recreated_with_fewer_records_is_detected(spark, brokers,
+                                                               tmp_path: Path) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    bootstraps, _ = brokers
+    a = bootstraps["a"]
+    create_topic(a, "orders", 1)
+    produce(a, "orders", varied_records(100), 1)
+    path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true")
+    assert cycle_in_session(spark, path).records == 100
+    admin = AdminClient({"bootstrap.servers": a})
+    admin.delete_topics(["orders"])["orders"].result(10)
+    time.sleep(0.5)
+    create_topic(a, "orders", 1)
+    produce(a, "orders", varied_records(10), 1)
+    with pytest.raises(PlanError, match=r"source orders\[0\] ends at offset 10 but offset 99 "
+                                        r"was already mirrored: the topic was recreated"):
+        cycle_in_session(spark, path, run_id="run-2")
+    assert positions(path) == {("orders", 0): 99}  # unchanged
+
+
+def test_record_larger_than_the_target_max_message_bytes_names_its_offset(
+        spark, brokers, tmp_path: Path) -> None:
+    bootstraps, _ = brokers
+    a = bootstraps["a"]
+    create_topic(a, "orders", 1)
+    create_topic(bootstraps["b"], "a.orders", 1, {"max.message.bytes": "20000"})
+    records = varied_records(30)
+    records[17] = (b"big", b"x" * 50_000, None, 1_700_000_000_017)
+    produce(a, "orders", records, 1)
+    path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true")
+    with pytest.raises(Exception, match=r"cannot write orders\[0\] offset 17 to a\.orders: .*"
+                                        r"larger than a\.orders's max\.message\.bytes = 20000"):
+        cycle_in_session(spark, path)
+    assert positions(path) == {}
+
+
+def test_two_runs_at_once_one_waits_or_fails_never_both(brokers, tmp_path: Path) -> None:
+    """A real ``mirrorflow run`` (spark-submit) holds the flow; a second run fails naming
+    it without writing, and a patient one waits, then finds nothing left to do."""
+    bootstraps, _ = brokers
+    a, b = bootstraps["a"], bootstraps["b"]
+    create_topic(a, "orders", 2)
+    produce(a, "orders", varied_records(2000), 2)
+    path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\nmirrorflow.lease.wait.seconds = 300\n")
+    config = load_config(path)
+    flow = config.flow("a->b")
+    first = subprocess.Popen([sys.executable, "-m", "mirrorflow.cli", "run", str(path),
+                              "--flow", "a->b", "--run-id", "first"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while FlowLease(config, flow, "probe").current() is None:
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()
+            time.sleep(0.2)
+        with pytest.raises(LeaseHeldError, match=r"flow a->b is being run by first"):
+            FlowLease(config, flow, "second", wait_s=0).__enter__()
+        patient = run_cycle(path, "a->b", run_id="third")  # waits, then runs
+    finally:
+        assert first.wait(240) == 0, first.stderr.read()
+    assert patient.records == 0
+    for p in range(2):
+        assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
+
+
+def test_malformed_internal_records_are_skipped_with_warnings(
+        spark, brokers, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from mirrorflow import checkpoints, offset_syncs
+
+    bootstraps, _ = brokers
+    a, b = bootstraps["a"], bootstraps["b"]
+    create_topic(a, "orders", 1)
+    produce(a, "orders", varied_records(40), 1)
+    path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true",
+                       "emit.checkpoints.interval.seconds = 0\n")
+    config = load_config(path)
+    flow = config.flow("a->b")
+    cycle_in_session(spark, path, run_id="run-1")
+    group = Consumer({"bootstrap.servers": a, "group.id": "billing"})
+    group.commit(offsets=[TopicPartition("orders", 0, 20)], asynchronous=False)
+    group.close()
+    garbage = [(b"\x00\x01", b"\xff"), (None, b"not json"), (b"k", None), (b"x" * 3, b"{")]
+    for bootstrap, topic in ((a, "mm2-offset-syncs.b.internal"), (b, "mm2-offsets.a.internal"),
+                             (b, "a.checkpoints.internal"), (b, "mirrorflow-leases.internal"),
+                             (b, "mirrorflow-plans.a.internal"), (a, "heartbeats")):
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for key, value in garbage:
+            producer.produce(topic, key=key, value=value)
+        producer.flush(10)
+    produce(a, "orders", varied_records(10, 40), 1)
+    with caplog.at_level(logging.WARNING):
+        result = cycle_in_session(spark, path, run_id="run-2")
+        computed = checkpoints.compute(config, flow)
+        assert checkpoints.emit(config, flow, computed) >= 1
+        assert offset_syncs.read(config, flow)
+    # The garbage in ``heartbeats`` is mirrored too, as MM2 mirrors any record there.
+    assert sum(p.records for p in result.partitions if p.topic == "orders") == 10
+    assert positions(path)[("orders", 0)] == 49
+    assert [c for c in computed if c.group == "billing"]
+    assert "malformed" in caplog.text or "skipped" in caplog.text
+
+
+def test_a_truncated_pending_plan_is_a_named_error_not_a_traceback(brokers,
+                                                                    tmp_path: Path) -> None:
+    """Skipping it would be unsafe: which records its attempt wrote is unknown."""
+    bootstraps, _ = brokers
+    path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true")
+    config = load_config(path)
+    store = PlanStore(config, config.flow("a->b"))
+    store.topic.ensure()
+    store.topic.write([(b"plan/p1", b'{"plan_id": "p1", "ranges": [{"top'), (b"pending", b"p1")])
+    with pytest.raises(PlanError, match=r"plan 'p1' in mirrorflow-plans\.a\.internal on cluster "
+                                        r"'b' is malformed .*reset the flow's positions"):
+        plan_run(config, config.flow("a->b"), "r")
