@@ -6,12 +6,21 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from helpers.kafka import config_file, create_topic, produce, read_partition, topics, varied_records
+from helpers.kafka import (
+    config_file,
+    create_topic,
+    produce,
+    read_partition,
+    topic_partitions,
+    topics,
+    varied_records,
+)
 from mirrorflow import remote, reports
 from mirrorflow.config import load_config
 from mirrorflow.offsets import OffsetStore
@@ -33,11 +42,32 @@ def states(run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 
+PLANTED = "pl4nted-s3cret-0451"
+
+
+def everything_a_run_wrote(bootstraps: dict[str, str], roots: list[Path]) -> Iterator[tuple]:
+    """(where, bytes) for every file under ``roots`` and every record on the clusters."""
+    for root in roots:
+        for path in root.rglob("*"):
+            if path.is_file():
+                yield str(path), path.read_bytes()
+    for alias, bootstrap in bootstraps.items():
+        for topic in topics(bootstrap):
+            for p in range(topic_partitions(bootstrap, topic)):
+                for key, value, headers, _ in read_partition(bootstrap, topic, p):
+                    yield f"{alias}:{topic}[{p}]", b"".join(
+                        [key or b"", value or b""] + [v or b"" for _, v in headers or []])
+
+
 def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, tmp_path,
-                                                      monkeypatch) -> None:
+                                                      monkeypatch, capfd, caplog) -> None:
+    """The full DAG, with secrets planted in the config (a literal one and one from the
+    environment, both ignored by PLAINTEXT clients): after the run, no log line, report,
+    metric, XCom, rendered template, Airflow database row or Kafka record holds them."""
     from confluent_kafka import Consumer, TopicPartition
 
     monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
+    monkeypatch.setenv("PLANTED_SECRET", PLANTED + "-env")
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "orders", 2)
     produce(a, "orders", varied_records(600), 2)
@@ -46,7 +76,11 @@ def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, 
                     asynchronous=False)
     consumer.close()
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
-                       "sync.group.offsets.enabled = true\n")
+                       "sync.group.offsets.enabled = true\n"
+                       "config.providers = env\nconfig.providers.env.class = "
+                       "org.apache.kafka.common.config.provider.EnvVarConfigProvider\n"
+                       f"a.sasl.password = {PLANTED}\n"
+                       "b.producer.ssl.key.password = ${env:PLANTED_SECRET}\n")
     dag = flow_dag(path, monkeypatch)
 
     run = dag.test()
@@ -68,6 +102,14 @@ def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, 
     assert str(again.state) == "success", states(again)
     for p in range(2):
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
+
+    out, err = capfd.readouterr()
+    written = [("stdout", out.encode()), ("stderr", err.encode()),
+               ("log records", caplog.text.encode()),
+               *everything_a_run_wrote(two_clusters, [airflow_db, tmp_path / "reports"])]
+    assert len(written) > 20
+    for where, data in written:
+        assert PLANTED.encode() not in data, f"the planted secret is in {where}"
 
 
 def test_failed_completeness_check_fails_the_run_before_commit(airflow_db, two_clusters,

@@ -103,3 +103,108 @@ def test_real_clients_use_resolved_settings(two_clusters, tmp_path: Path,
     config = load_config(path)
     assert clients.client_config(config.cluster("a"), "admin")["client.id"] == "mirrorflow-test"
     assert build_plan(config, config.flow("a->b"), "r").flow == "a->b"
+
+
+# --------------------------------------------------------------------------- security settings
+
+SECURE = """
+security.protocol = SASL_SSL
+sasl.mechanism = SCRAM-SHA-512
+a.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \\
+    username="mirror" password="pl4nted-s3cret";
+a.ssl.truststore.type = PEM
+a.ssl.truststore.location = /etc/kafka/ca.pem
+a.ssl.keystore.type = PKCS12
+a.ssl.keystore.location = /etc/kafka/client.p12
+a.ssl.keystore.password = pl4nted-s3cret
+a.ssl.endpoint.identification.algorithm =
+a.consumer.sasl.login.refresh.window.factor = 0.8
+b.sasl.mechanism = OAUTHBEARER
+b.sasl.oauthbearer.token.endpoint.url = https://idp.example/token
+b.sasl.login.callback.handler.class = \\
+    org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler
+b.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule \\
+    required clientId="mirror" clientSecret="pl4nted-s3cret" scope="kafka";
+b.admin.sasl.oauthbearer.scope.claim.name = scp
+"""
+
+
+@pytest.mark.parametrize("role", ["producer", "consumer", "admin"])
+def test_ssl_and_sasl_settings_reach_every_role(role: str) -> None:
+    config = parse_config(base(SECURE))
+    a = clients.client_config(config.cluster("a"), role)
+    assert {k: a[k] for k in ("security.protocol", "sasl.mechanism", "sasl.username",
+                              "sasl.password", "ssl.ca.location", "ssl.keystore.location",
+                              "ssl.keystore.password", "ssl.endpoint.identification.algorithm")
+            } == {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                  "sasl.username": "mirror", "sasl.password": SECRET,
+                  "ssl.ca.location": "/etc/kafka/ca.pem",
+                  "ssl.keystore.location": "/etc/kafka/client.p12",
+                  "ssl.keystore.password": SECRET, "ssl.endpoint.identification.algorithm": "none"}
+    b = clients.client_config(config.cluster("b"), role)
+    assert {k: v for k, v in b.items() if k.startswith("sasl")} == {
+        "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": "mirror", "sasl.oauthbearer.client.secret": SECRET,
+        "sasl.oauthbearer.scope": "kafka",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp.example/token"}
+    from confluent_kafka.admin import AdminClient
+
+    AdminClient({**b, "bootstrap.servers": "127.0.0.1:1"})  # librdkafka knows every name
+
+
+def test_unsecured_oauthbearer_and_kerberos_and_pem_keystores() -> None:
+    translate = clients.librdkafka_config
+    assert translate({"sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer."
+                      'OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="alice";'}) \
+        == {"enable.sasl.oauthbearer.unsecure.jwt": "true",
+            "sasl.oauthbearer.config": "principal=alice"}
+    assert translate({"sasl.jaas.config": 'com.sun.security.auth.module.Krb5LoginModule '
+                      'required useKeyTab=true keyTab="/etc/k.keytab" principal="mm2@EX";'}) \
+        == {"sasl.kerberos.keytab": "/etc/k.keytab", "sasl.kerberos.principal": "mm2@EX"}
+    assert translate({"ssl.keystore.type": "PEM", "ssl.keystore.location": "/k.pem",
+                      "ssl.keystore.certificate.chain": "-----BEGIN"}) == {
+        "ssl.certificate.location": "/k.pem", "ssl.key.location": "/k.pem",
+        "ssl.certificate.pem": "-----BEGIN"}
+
+
+def test_java_key_stores_fail_naming_the_property() -> None:
+    config = parse_config(base("a.ssl.truststore.location = /etc/kafka/truststore.jks\n"))
+    with pytest.raises(clients.ClientConfigError,
+                       match=r"cluster 'a', consumer client: ssl\.truststore\.location is a "
+                             r"JKS store, which librdkafka cannot read"):
+        clients.client_config(config.cluster("a"), "consumer")
+
+
+def test_refused_settings_are_reported_without_their_secret_values() -> None:
+    def quoting_client(conf: dict):  # as librdkafka quotes a value it refuses
+        raise ValueError(f'Invalid value "{conf["sasl.password"]}" for "sasl.password"')
+
+    with pytest.raises(clients.ClientConfigError) as failure:
+        clients.new_client(quoting_client, {"sasl.password": SECRET}, "cluster 'a', producer")
+    assert str(failure.value) == ("cluster 'a', producer: Invalid value \"[redacted]\" for "
+                                  "\"sasl.password\"")
+
+
+def test_every_kafka_client_is_built_from_the_cluster_settings(repo: Path) -> None:
+    """Kafka clients come from :mod:`mirrorflow.clients` (which applies ``{alias}.*`` and
+    ``{alias}.{role}.*``): planner, Spark reader and writer, checkpoints, heartbeats, stores.
+    The one exception probes local brokers that mirrorflow itself started."""
+    import re
+
+    direct = {path.relative_to(repo).as_posix()
+              for path in (repo / "include" / "mirrorflow").rglob("*.py")
+              if re.search(r"(?<![\w.])(Producer|Consumer|AdminClient)\(", path.read_text())}
+    assert direct == {"include/mirrorflow/localcluster.py"}
+
+
+@pytest.mark.broker
+def test_sasl_against_a_broker_without_it_fails_naming_the_cluster_not_the_secret(
+        two_clusters, tmp_path: Path) -> None:
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "a.security.protocol = SASL_PLAINTEXT\na.sasl.mechanism = PLAIN\n"
+                       "a.sasl.jaas.config = org.apache.kafka.common.security.plain."
+                       f'PlainLoginModule required username="u" password="{SECRET}";\n')
+    config = load_config(path)
+    with pytest.raises(Exception, match=r"source cluster 'a'") as failure:
+        build_plan(config, config.flow("a->b"), "r")
+    assert SECRET not in str(failure.value)

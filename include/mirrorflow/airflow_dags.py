@@ -59,13 +59,13 @@ def _leased(config_file: str, flow_name: str, run_id: str
 
 def check_clusters(config_file: str, flow_name: str) -> dict[str, str]:
     """Fail fast, naming the cluster, when the source or target does not answer."""
-    from mirrorflow.localcluster import answers_metadata
+    from mirrorflow.clients import answers_metadata
 
     config = load_config(config_file)
     flow = config.flow(flow_name)
     for alias in (flow.source, flow.target):
         bootstrap = config.clusters[alias].bootstrap_servers
-        if not answers_metadata(bootstrap, timeout=10.0):
+        if not answers_metadata(config.cluster(alias), timeout=10.0):
             raise RuntimeError(f"cluster {alias!r} ({bootstrap}) does not answer metadata")
     return {"source": flow.source, "target": flow.target, "config_digest": config.digest}
 

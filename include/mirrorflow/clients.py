@@ -16,25 +16,52 @@ from mirrorflow.config import ClusterConfig
 log = logging.getLogger(__name__)
 
 # Java client settings with no librdkafka counterpart (serializers are fixed to bytes here;
-# JKS stores are Java-only: librdkafka takes PEM files via ssl.ca.location and friends).
+# login callbacks and JWT validation settings belong to the Java client's login module).
 _JAVA_ONLY = re.compile(
     r"^(key\.(de)?serializer|value\.(de)?serializer|buffer\.memory|"
-    r"ssl\.(truststore|keystore)\..+|ssl\.(trustmanager|keymanager)\.algorithm|"
-    r"ssl\.protocol|ssl\.provider|sasl\.login\.class|sasl\.client\.callback\.handler\.class|"
-    r"sasl\.login\.callback\.handler\.class|interceptor\.classes|metric\.reporters|"
+    r"ssl\.(trustmanager|keymanager)\.algorithm|ssl\.protocol|ssl\.provider|"
+    r"ssl\.(truststore|keystore)\.type|ssl\.truststore\.password|"
+    r"sasl\.login\.(class|callback\.handler\.class|refresh\..+|connect\.timeout\.ms|"
+    r"read\.timeout\.ms|retry\.backoff\..+)|sasl\.client\.callback\.handler\.class|"
+    r"sasl\.oauthbearer\.(scope\.claim\.name|sub\.claim\.name|jwks\.endpoint\..+|"
+    r"expected\..+|clock\.skew\.seconds|header\.urlencode)|"
+    r"interceptor\.classes|metric\.reporters|"
     r"default\.api\.timeout\.ms|retry\.backoff\.max\.ms|client\.dns\.lookup|"
     r"exclude\.internal\.topics|auto\.include\.jmx\.reporter)$"
 )
+# Java name -> librdkafka name, same meaning and value.
+_RENAMED = {
+    "ssl.truststore.certificates": "ssl.ca.pem",
+    "ssl.keystore.certificate.chain": "ssl.certificate.pem",
+    "ssl.keystore.key": "ssl.key.pem",
+}
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# Keys whose values are secrets: never shown, in messages or anywhere else.
+SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|\.pem$|\.key$|keytab|"
+                        r"sasl\.oauthbearer\.config", re.IGNORECASE)
 
 
-def librdkafka_config(props: dict[str, str]) -> dict[str, Any]:
-    """Translate Java client properties into librdkafka's."""
+class ClientConfigError(ValueError):
+    """A client setting cannot be used; names cluster, role and property, never a secret."""
+
+
+def librdkafka_config(props: dict[str, str], where: str = "client") -> dict[str, Any]:
+    """Translate Java client properties into librdkafka's. Java-only settings that do not
+    matter to librdkafka are dropped with a log line naming them; Java key stores that
+    librdkafka cannot read (JKS) fail naming the property, instead of failing later."""
     out: dict[str, Any] = {}
     dropped = []
     for key, value in props.items():
         if key == "sasl.jaas.config":
             out.update(_from_jaas(value))
+        elif key in _RENAMED:
+            out[_RENAMED[key]] = value
+        elif key in ("ssl.truststore.location", "ssl.keystore.location"):
+            out.update(_store(key, value, props, where))
+        elif key == "ssl.keystore.password":
+            out[key] = value  # librdkafka's name too (PKCS#12)
+        elif key == "ssl.endpoint.identification.algorithm" and not value:
+            out[key] = "none"  # Java's empty value switches hostname checks off
         elif _JAVA_ONLY.match(key):
             dropped.append(key)
         else:
@@ -44,15 +71,69 @@ def librdkafka_config(props: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def _store(key: str, path: str, props: dict[str, str], where: str) -> dict[str, str]:
+    """A Java trust or key store: PEM and PKCS#12 map onto librdkafka, JKS cannot."""
+    kind = key.split(".")[1]  # truststore or keystore
+    store_type = props.get(f"ssl.{kind}.type", "JKS").upper()
+    if kind == "truststore" and store_type == "PEM":
+        return {"ssl.ca.location": path}
+    if kind == "keystore" and store_type == "PKCS12":
+        return {"ssl.keystore.location": path}
+    if kind == "keystore" and store_type == "PEM":
+        return {"ssl.certificate.location": path, "ssl.key.location": path}
+    hint = ("convert it to PEM (ssl.truststore.type = PEM) or set ssl.ca.location"
+            if kind == "truststore" else "use PKCS12 or PEM (ssl.keystore.type)")
+    raise ClientConfigError(f"{where}: {key} is a {store_type} store, which librdkafka "
+                            f"cannot read: {hint}")
+
+
 def _from_jaas(jaas: str) -> dict[str, str]:
-    """username/password from a PLAIN or SCRAM JAAS line; OAUTHBEARER is configured natively."""
+    """librdkafka settings from a JAAS line: PLAIN and SCRAM credentials, OAUTHBEARER
+    client credentials (OIDC) or an unsecured principal, Kerberos keytab and principal."""
     options = dict(_JAAS_OPTION.findall(jaas))
     out = {}
+    if "OAuthBearerLoginModule" in jaas:
+        if "clientId" in options:
+            out.update({"sasl.oauthbearer.method": "oidc",
+                        "sasl.oauthbearer.client.id": options["clientId"],
+                        "sasl.oauthbearer.client.secret": options.get("clientSecret", "")})
+            if "scope" in options:
+                out["sasl.oauthbearer.scope"] = options["scope"]
+        elif "unsecuredLoginStringClaim_sub" in options:
+            out.update({"enable.sasl.oauthbearer.unsecure.jwt": "true",
+                        "sasl.oauthbearer.config":
+                            f"principal={options['unsecuredLoginStringClaim_sub']}"})
+        return out
+    if "Krb5LoginModule" in jaas:
+        if "keyTab" in options:
+            out["sasl.kerberos.keytab"] = options["keyTab"]
+        if "principal" in options:
+            out["sasl.kerberos.principal"] = options["principal"]
+        return out
     if "username" in options:
         out["sasl.username"] = options["username"]
     if "password" in options:
         out["sasl.password"] = options["password"]
     return out
+
+
+def redact(text: str, config: dict[str, Any]) -> str:
+    """``text`` with the value of every secret setting of ``config`` blanked out."""
+    for key, value in config.items():
+        if SECRET_KEY.search(key) and isinstance(value, str) and len(value) >= 3:
+            text = text.replace(value, "[redacted]")
+    return text
+
+
+def new_client(kind, config: dict[str, Any], where: str):
+    """``kind(config)`` (Producer, Consumer, AdminClient); a refused setting is reported
+    naming ``where`` with every secret value redacted (librdkafka quotes values)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return kind(config)
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise ClientConfigError(f"{where}: {redact(str(exc), config)}") from None
 
 
 def client_config(cluster: ClusterConfig, role: str, **extra: Any) -> dict[str, Any]:
@@ -66,7 +147,7 @@ def client_config(cluster: ClusterConfig, role: str, **extra: Any) -> dict[str, 
             resolved[key] = resolve(value, cluster.providers)
         except SecretError as exc:
             raise SecretError(f"cluster {cluster.alias!r}, {role} setting {key!r}: {exc}") from None
-    config = librdkafka_config(resolved)
+    config = librdkafka_config(resolved, f"cluster {cluster.alias!r}, {role} client")
     config.update(extra)
     return config
 
@@ -74,13 +155,15 @@ def client_config(cluster: ClusterConfig, role: str, **extra: Any) -> dict[str, 
 def admin_client(cluster: ClusterConfig, **extra: Any):
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(client_config(cluster, "admin", **extra))
+    return new_client(AdminClient, client_config(cluster, "admin", **extra),
+                      f"cluster {cluster.alias!r}, admin client")
 
 
 def producer(cluster: ClusterConfig, **extra: Any):
     from confluent_kafka import Producer
 
-    return Producer(client_config(cluster, "producer", **extra))
+    return new_client(Producer, client_config(cluster, "producer", **extra),
+                      f"cluster {cluster.alias!r}, producer")
 
 
 def consumer(cluster: ClusterConfig, **extra: Any):
@@ -88,7 +171,19 @@ def consumer(cluster: ClusterConfig, **extra: Any):
 
     extra.setdefault("group.id", "mirrorflow-reader")
     extra.setdefault("enable.auto.commit", False)
-    return Consumer(client_config(cluster, "consumer", **extra))
+    return new_client(Consumer, client_config(cluster, "consumer", **extra),
+                      f"cluster {cluster.alias!r}, consumer")
+
+
+def answers_metadata(cluster: ClusterConfig, timeout: float = 10.0) -> bool:
+    """True when the cluster answers a metadata request made with its own admin settings
+    (security included)."""
+    admin = admin_client(cluster, **{"socket.timeout.ms": int(timeout * 1000)})
+    try:
+        admin.list_topics(timeout=timeout)
+    except Exception:
+        return False
+    return True
 
 
 def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,

@@ -291,7 +291,7 @@ def _create_acls_child() -> int:
     )
 
     request = json.loads(sys.stdin.read())
-    admin = AdminClient(request["client"])
+    admin = clients.new_client(AdminClient, request["client"], "CreateAcls")
     bindings = [AclBinding(ResourceType.TOPIC, a["topic"], ResourcePatternType.LITERAL,
                            a["principal"], a["host"], AclOperation[a["operation"]],
                            AclPermissionType[a["permission"]]) for a in request["acls"]]
@@ -300,7 +300,8 @@ def _create_acls_child() -> int:
         try:
             future.result(timeout=ADMIN_TIMEOUT_S)
         except Exception as exc:
-            print(f"topic {binding.name!r}: {exc}", file=sys.stderr)
+            print(f"topic {binding.name!r}: {clients.redact(str(exc), request['client'])}",
+                  file=sys.stderr)
             return 1
     return 0
 

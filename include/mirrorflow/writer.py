@@ -139,11 +139,14 @@ def visible_offsets(conf: dict[str, Any], topic: str, partition: int, start: int
     ``start`` to the end (their count is how much of the range is already there)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+    from mirrorflow.clients import new_client
+
     # A short fetch wait: the scan usually finds the end at once (nothing written yet), and
     # the default 500 ms would be paid by every write task.
-    consumer = Consumer({**conf, "group.id": "mirrorflow-writer", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "isolation.level": "read_committed",
-                         "fetch.wait.max.ms": 10})
+    consumer = new_client(Consumer, {
+        **conf, "group.id": "mirrorflow-writer", "enable.auto.commit": False,
+        "enable.partition.eof": True, "isolation.level": "read_committed",
+        "fetch.wait.max.ms": 10}, f"reading {topic}[{partition}] on the target")
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         offsets: list[int] = []
@@ -199,6 +202,8 @@ class PartitionWriter:
     def open(self) -> None:
         from confluent_kafka import KafkaException, Producer
 
+        from mirrorflow.clients import new_client
+
         self._opened = time.monotonic()
         settings = {**_PRODUCER_DEFAULTS, **self.producer_conf, "enable.idempotence": True}
         if self.max_message_bytes:
@@ -206,8 +211,9 @@ class PartitionWriter:
             settings["message.max.bytes"] = min(int(settings["message.max.bytes"]),
                                                 self.max_message_bytes)
         txn_id = transactional_id(self.flow_name, self.remote_topic, self.partition)
-        producer = Producer({**settings, "transactional.id": txn_id,
-                             "transaction.timeout.ms": 300_000})
+        where = f"writing {self.remote_topic}[{self.partition}]"
+        producer = new_client(Producer, {**settings, "transactional.id": txn_id,
+                                         "transaction.timeout.ms": 300_000}, where)
         try:
             producer.init_transactions(TIMEOUT_S)
             self.result.transactional = True
@@ -219,7 +225,7 @@ class PartitionWriter:
             log.warning("transactions unavailable for %s[%d] (%s); writing with an idempotent "
                         "producer, without zombie fencing", self.remote_topic, self.partition,
                         exc)
-            producer = Producer(settings)
+            producer = new_client(Producer, settings, where)
         self._producer = producer
         self._present = collections.deque(visible_offsets(
             self.consumer_conf, self.remote_topic, self.partition, self.target_start))

@@ -70,6 +70,11 @@ def topics(bootstrap: str) -> set[str]:
     return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
 
 
+def topic_partitions(bootstrap: str, topic: str) -> int:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return len(metadata.topics[topic].partitions)
+
+
 def config_file(path: Path, bootstraps: dict[str, str], flows: str, extra: str = "") -> Path:
     lines = [f"clusters = {', '.join(bootstraps)}"]
     lines += [f"{alias}.bootstrap.servers = {b}" for alias, b in bootstraps.items()]

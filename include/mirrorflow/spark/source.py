@@ -98,10 +98,13 @@ class KafkaRangeReader(DataSourceReader):
         follows the records' size so that a batch stays near BATCH_BYTES."""
         from confluent_kafka import Consumer, TopicPartition
 
+        from mirrorflow.clients import new_client
+
         conf = client_conf(self.options, self.options.get("mirrorflow.cluster"), "consumer")
-        consumer = Consumer({**conf, "group.id": "mirrorflow-spark", "enable.auto.commit": False,
-                             "enable.partition.eof": True, "fetch.wait.max.ms": 50})
         where = f"{part.topic}[{part.partition}]"
+        consumer = new_client(Consumer, {
+            **conf, "group.id": "mirrorflow-spark", "enable.auto.commit": False,
+            "enable.partition.eof": True, "fetch.wait.max.ms": 50}, f"reading {where}")
         try:
             _check_exists(consumer, part.topic, self.options.get("mirrorflow.cluster"))
             consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
