@@ -47,8 +47,15 @@ _ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _CLIENT_LEVEL_RE = re.compile(r"^(bootstrap\.servers|security\.protocol|ssl\..+|sasl\..+)$")
 
 
+def one_line(text: str) -> str:
+    """``text`` with control and separator characters escaped: a message quoting a key or
+    value from the file stays one line whatever the file holds."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
 class ConfigError(ValueError):
-    """A configuration error that names the property (and line) at fault."""
+    """A configuration error that names the property (and line) at fault, on one line."""
 
     def __init__(self, message: str, *, prop: str | None = None, line: int | None = None):
         where = []
@@ -58,7 +65,7 @@ class ConfigError(ValueError):
             where.append(f"property '{prop}'")
         self.prop = prop
         self.line = line
-        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+        super().__init__(one_line(f"{', '.join(where)}: {message}" if where else message))
 
 
 # --------------------------------------------------------------------------- value types
@@ -629,6 +636,7 @@ def resolve(entries: list[Entry], *, path: Path | None, digest: str) -> MirrorCo
                 flows[(source, target)] = _flow(source, target, defaults, {}, warnings)
 
     _refuse_identity_loops(flows, latest)
+    warnings = [one_line(w) for w in warnings]
     for message in warnings:
         log.warning("%s", message)
     ordered = dict(sorted(flows.items(), key=lambda kv: (aliases.index(kv[0][0]),
