@@ -64,6 +64,8 @@ MIRRORFLOW_DEFAULTS = {
     "mirrorflow.spark.master": "local[*]",
     "mirrorflow.spark.conn.id": "spark_default",
     "mirrorflow.retry.delay.seconds": 60,
+    "mirrorflow.lease.timeout.seconds": 30,
+    "mirrorflow.lease.wait.seconds": 60,
     "mirrorflow.max.records.per.partition": 1_000_000,
     "mirrorflow.records.per.spark.partition": 250_000,
     "mirrorflow.validate.fraction": 1.0,

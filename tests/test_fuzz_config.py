@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import tempfile
 from pathlib import Path
 
@@ -75,8 +76,13 @@ def check(text: str) -> tuple[int, str, str]:
         path = Path(tmp) / "mm2.properties"
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
         out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["config", "check", "--json", str(path)])
+        handlers = logging.root.handlers[:]  # as in a fresh process: main() sets up logging
+        logging.root.handlers = []
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main(["config", "check", "--json", str(path)])
+        finally:
+            logging.root.handlers = handlers
     return code, out.getvalue(), err.getvalue()
 
 
