@@ -59,6 +59,7 @@ def everything_a_run_wrote(bootstraps: dict[str, str], roots: list[Path]) -> Ite
                         [key or b"", value or b""] + [v or b"" for _, v in headers or []])
 
 
+@pytest.mark.timeout(600)  # whole DAG runs with Spark jobs, beside a parallel test
 def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, tmp_path,
                                                       monkeypatch, capfd, caplog) -> None:
     """The full DAG, with secrets planted in the config (a literal one and one from the
@@ -186,6 +187,7 @@ def test_reset_requires_confirmation_then_moves_positions(airflow_db, two_cluste
     assert store.positions() == {("orders", 0): 19}
 
 
+@pytest.mark.timeout(600)  # whole DAG runs with Spark jobs, beside a parallel test
 def test_mirror_task_killed_then_retried_by_airflow(airflow_db, two_clusters, tmp_path,
                                                      monkeypatch) -> None:
     """A real fault: the Spark job is killed mid-write; Airflow retries the mirror task.
@@ -209,7 +211,8 @@ def test_mirror_task_killed_then_retried_by_airflow(airflow_db, two_clusters, tm
             if "a.clicks" in topics(b):
                 ends = probe_watermarks(cluster_b, [("a.clicks", 0), ("a.clicks", 1)])
                 if sum(m.high for m in ends.values()) > 20_000:
-                    subprocess.run(["pkill", "-KILL", "-f", "org.apache.spark.deploy.SparkSubmit"],
+                    # This test's job only (its config path), not a parallel test's.
+                    subprocess.run(["pkill", "-KILL", "-f", f"SparkSubmit .*{path}"],
                                    check=False)
                     killed.set()
                     return

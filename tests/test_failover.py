@@ -74,7 +74,7 @@ def read_as_group(bootstrap: str, group: str, topic: str, partitions: int) -> di
     return out
 
 
-def test_failover_resumes_exactly_where_the_group_stopped(two_clusters: dict[str, str],
+def test_failover_resumes_exactly_where_the_group_stopped(spark, two_clusters: dict[str, str],
                                                           tmp_path: Path,
                                                           capsys: pytest.CaptureFixture) -> None:
     a, b = two_clusters["a"], two_clusters["b"]
@@ -103,7 +103,7 @@ def test_failover_resumes_exactly_where_the_group_stopped(two_clusters: dict[str
                        "a->b.enabled = true\nb->a.enabled = true",
                        "sync.group.offsets.enabled = true\ngroups.exclude = audit-.*, "
                        "console-consumer-.*, connect-.*, __.*\n")
-    result = run_cycle(path, "a->b")
+    result = run_cycle(path, "a->b", spark=spark)
     busy.close()
     assert result.records == 1200 + 1  # the orders and this run's heartbeat
     assert result.heartbeat["arrived"] and result.heartbeat["topic"] == "a.heartbeats"
@@ -140,7 +140,7 @@ def test_failover_resumes_exactly_where_the_group_stopped(two_clusters: dict[str
     create_topic(b, "returns", 1)
     produce(b, "returns", varied_records(60), 1)
     consume_and_commit(b, "returns-app", "returns", 1, 25)
-    back = run_cycle(path, "b->a")
+    back = run_cycle(path, "b->a", spark=spark)
     assert back.records == 60 + 1  # returns, and b's heartbeat; never a.orders or a.heartbeats
     assert remote.translate_offsets(config.cluster("a"), "b", "returns-app") == {
         ("b.returns", 0): 25}

@@ -26,8 +26,9 @@ def assert_mirrored(a: str, b: str, topic: str, partitions: int, remote: str) ->
         assert read_partition(b, remote, p) == read_partition(a, topic, p), f"{topic}[{p}]"
 
 
-def test_mirror_two_way_flows_incrementally(two_clusters: dict[str, str], tmp_path: Path,
-                                            capsys: pytest.CaptureFixture) -> None:
+def test_mirror_two_way_flows_incrementally(spark, two_clusters: dict[str, str],
+                                            tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The first run submits the Spark job; the later ones run it in a session."""
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "orders", 3)
     create_topic(a, "payments", 2)
@@ -60,19 +61,20 @@ def test_mirror_two_way_flows_incrementally(two_clusters: dict[str, str], tmp_pa
 
     # New records: exactly those are written.
     produce(a, "orders", varied_records(30, 3000), 3)
-    second = run_cycle(path, "a->b")
+    second = run_cycle(path, "a->b", spark=spark)
     assert second.records == 30
     assert_mirrored(a, b, "orders", 3, "a.orders")
 
     # The reverse flow mirrors b's own topic but never sends a.* back to a.
-    back = run_cycle(path, "b->a")
+    back = run_cycle(path, "b->a", spark=spark)
     assert back.records == 40
     assert_mirrored(b, a, "returns", 1, "b.returns")
     assert "b.a.orders" not in topics(a) and "a.b.returns" not in topics(b)
 
 
-def test_killed_job_then_rerun_leaves_every_record_once(two_clusters: dict[str, str],
+def test_killed_job_then_rerun_leaves_every_record_once(spark, two_clusters: dict[str, str],
                                                        tmp_path: Path) -> None:
+    """A submitted job killed mid-write; the rerun (in a session) resumes its plan."""
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "clicks", 2)
     total = 300_000
@@ -103,7 +105,7 @@ def test_killed_job_then_rerun_leaves_every_record_once(two_clusters: dict[str, 
     assert 0 < written < total, f"the kill came too late or too early: {written} written"
     assert OffsetStore(cluster_b, "a").positions() == {}  # nothing committed
 
-    result = run_cycle(path, "a->b")
+    result = run_cycle(path, "a->b", spark=spark)
     assert result.resumed
     assert sum(p.skipped for p in result.partitions) > 0
     assert_mirrored(a, b, "clicks", 2, "a.clicks")

@@ -67,7 +67,7 @@ def test_alerts_name_the_topic_and_the_limit(tmp_path) -> None:
 
 @pytest.mark.broker
 @pytest.mark.spark
-def test_endpoint_after_a_real_run(two_clusters, tmp_path, monkeypatch) -> None:
+def test_endpoint_after_a_real_run(spark, two_clusters, tmp_path, monkeypatch) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path / "reports"))
@@ -81,7 +81,7 @@ def test_endpoint_after_a_real_run(two_clusters, tmp_path, monkeypatch) -> None:
                        "mirrorflow.max.records.per.partition = 150\n"
                        "mirrorflow.alert.max.lag.records = 10\n")
     with pytest.raises(LagAlertError, match=r"orders\[0\] lags 50 records"):
-        run_cycle(path, "a->b")
+        run_cycle(path, "a->b", spark=spark)
 
     client = TestClient(app)
     scraped = client.get("/metrics")

@@ -165,10 +165,10 @@ def test_sampling_verifies_a_share_of_the_ranges(spark, source) -> None:
 
 
 def test_foreign_record_in_the_remote_topic_fails_the_run_and_commits_nothing(
-        source, capsys: pytest.CaptureFixture) -> None:
+        spark, source, capsys: pytest.CaptureFixture) -> None:
     clusters, path, _ = source
     a, b = clusters["a"], clusters["b"]
-    first = run_cycle(path, "a->b")
+    first = run_cycle(path, "a->b", spark=spark)
     assert first.validation["success"] and first.validation["verified_records"] == RECORDS
     produce(a, "orders", varied_records(100, RECORDS), 2)
     config = load_config(path)
@@ -187,4 +187,4 @@ def test_foreign_record_in_the_remote_topic_fails_the_run_and_commits_nothing(
     assert PlanStore(config, flow).pending().plan_id == plan.plan_id
     assert not reports.read("a->b")["validation"]["success"]
     with pytest.raises(ValidationError, match="orders\\[0\\]"):  # the next run checks again
-        run_cycle(path, "a->b")
+        run_cycle(path, "a->b", spark=spark)

@@ -9,7 +9,8 @@ Task order: ``emit_heartbeat`` comes first so that this run's own mirror carries
 heartbeat to the target, where ``await_heartbeat`` senses it; waiting for the next run
 instead could never succeed with ``max_active_runs = 1``. ``validate`` comes between
 ``mirror`` and ``commit_and_sync_offsets``: a target that fails the completeness check
-keeps the plan pending and gets no checkpoints or group offsets.
+keeps the plan pending and gets no checkpoints or group offsets. The check itself runs in
+the ``mirror`` task's Spark job (one JVM per run); ``validate`` gives its verdict.
 """
 
 from __future__ import annotations
@@ -106,6 +107,27 @@ def _plan(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> 
     stored, resumed = plan_run(config, flow, run_id, **limits)
     return {"plan_id": stored.plan_id, "resumed": resumed, "ranges": len(stored.ranges),
             "offsets": sum(r.size for r in stored.ranges)}
+
+
+def verdict(config_file: str, flow_name: str, planned: dict, run_id: str) -> dict:
+    """Fail, without retries, when this run's completeness check (stored with the plan by
+    the ``mirror`` task's job) failed; a re-check means clearing ``mirror``."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mirrorflow.plan import PlanStore
+    from mirrorflow.validate import Validation
+
+    config = load_config(config_file)
+    stored = PlanStore(config, config.flow(flow_name)).validation(planned["plan_id"])
+    if stored is None or stored.get("run_id") != run_id:
+        raise AirflowFailException(f"flow {flow_name}: no completeness check of plan "
+                                   f"{planned['plan_id']} by run {run_id} is stored; clear the "
+                                   "mirror task to mirror (nothing twice) and check again")
+    validation = Validation.from_dict(stored)
+    if not validation.success:
+        raise AirflowFailException(str(validation.error()))
+    return {"verified_records": validation.verified_records,
+            "verified_fraction": validation.verified_fraction}
 
 
 def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
@@ -257,25 +279,23 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             check_clusters)(path, name)
         planned = task(task_id="plan", doc_md="Store the run's ranges (a retry reuses them).")(
             plan)(path, name)
-        def spark_job(task_id: str, steps: str, doc: str) -> MirrorJobOperator:
-            return MirrorJobOperator(
-                config_file=path, flow_name=name, steps=steps,
-                task_id=task_id, doc_md=doc, application=str(JOB_SCRIPT),
-                conn_id=flow.get("mirrorflow.spark.conn.id"), name=f"mirrorflow {name} {steps}",
-                application_args=["--config", path, "--flow", name, "--plan-id",
-                                  "{{ ti.xcom_pull(task_ids='plan')['plan_id'] }}",
-                                  "--steps", steps, "--run-id", "{{ run_id }}"],
-                conf={"spark.ui.showConsoleProgress": "false"},
-                env_vars={"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)},
-                pool=SPARK_POOL)
-
-        mirror = spark_job("mirror", "mirror", "The PySpark job mirrors the stored plan "
-                                               "(spark_jobs/mirror_batch.py); skipped when "
-                                               "the plan is empty.")
-        validate = spark_job("validate", "validate",
-                             "Completeness proof with Great Expectations: counts, digests, "
-                             "duplicates, gaps, offset syncs, checkpoints. A mismatch fails "
-                             "here, before anything is committed; Data Docs in the reports.")
+        mirror = MirrorJobOperator(
+            config_file=path, flow_name=name, steps="mirror,validate", task_id="mirror",
+            doc_md="The PySpark job (spark_jobs/mirror_batch.py) mirrors the stored plan, then "
+                   "checks the target in the same JVM; skipped when the plan is empty.",
+            application=str(JOB_SCRIPT), conn_id=flow.get("mirrorflow.spark.conn.id"),
+            name=f"mirrorflow {name}",
+            application_args=["--config", path, "--flow", name, "--plan-id",
+                              "{{ ti.xcom_pull(task_ids='plan')['plan_id'] }}",
+                              "--run-id", "{{ run_id }}", "--no-fail-on-validation"],
+            conf={"spark.ui.showConsoleProgress": "false"},
+            env_vars={"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)},
+            pool=SPARK_POOL)
+        validate = task(task_id="validate",
+                        doc_md="The completeness proof's verdict (Great Expectations: counts, "
+                               "digests, duplicates, gaps, offset syncs, checkpoints). A "
+                               "mismatch fails here, before anything is committed; Data Docs "
+                               "in the reports.")(verdict)(path, name, planned)
         # Runs after skipped Spark tasks (nothing to mirror), not after a skipped plan.
         committed = task(task_id="commit_and_sync_offsets",
                          trigger_rule="none_failed_min_one_success",

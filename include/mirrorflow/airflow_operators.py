@@ -1,7 +1,8 @@
-"""The ``mirror`` and ``validate`` tasks: the Spark job's spark-submit, through the Spark
-provider's connection, skipped when the run's plan has nothing to mirror.
+"""The ``mirror`` task: the Spark job's spark-submit (mirror, then the completeness check,
+in one JVM), through the Spark provider's connection, skipped when the run's plan has
+nothing to mirror.
 
-A flow without heartbeats often has nothing new; starting two JVMs to learn that costs
+A flow without heartbeats often has nothing new; starting a JVM to learn that costs
 more than the rest of the run. The skipped ``mirror`` stores the empty result, as
 ``mirrorflow run`` does, so ``commit_and_sync_offsets`` closes the empty plan.
 """
@@ -24,7 +25,7 @@ class MirrorJobOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> None:
         planned = context["ti"].xcom_pull(task_ids="plan")
         if not planned["ranges"]:
-            if self.steps == "mirror":
+            if "mirror" in self.steps.split(","):
                 from mirrorflow.config import load_config
                 from mirrorflow.plan import PlanStore
 

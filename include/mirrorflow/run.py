@@ -24,7 +24,12 @@ from mirrorflow.lease import FlowLease
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.plan import Plan, PlanStore, discover_topics, plan_run
 from mirrorflow.remote import topic_names
-from mirrorflow.spark.job import EXIT_VALIDATION_FAILED, RESULT_MARKER, VALIDATION_MARKER
+from mirrorflow.spark.job import (
+    EXIT_VALIDATION_FAILED,
+    RESULT_MARKER,
+    VALIDATION_MARKER,
+    run_steps,
+)
 from mirrorflow.spark.submit import submit_command
 from mirrorflow.validate import Validation
 
@@ -205,10 +210,14 @@ def publish(config: MirrorConfig, flow: FlowConfig, run_id: str, summary: dict) 
 
 def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = None,
               master: str | None = None, only_topics: Iterable[str] | None = None,
-              max_records: int | None = None) -> RunResult:
+              max_records: int | None = None, spark=None) -> RunResult:
     """Plan (or resume the pending plan), mirror and validate with Spark, commit, report,
     holding the flow's lease throughout (its Spark job joins it). A failed validation
-    raises ValidationError before anything is committed."""
+    raises ValidationError before anything is committed.
+
+    The Spark job is submitted (``master``, else ``mirrorflow.spark.master``) unless a
+    running SparkSession is given as ``spark`` (a notebook, a pyspark shell): then its
+    steps run in that session."""
     started = time.monotonic()
     config = load_config(config_path)
     flow = config.flow(flow_name)
@@ -218,7 +227,10 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
                                  max_records=max_records)
         validation = None
-        if plan.ranges:
+        if plan.ranges and spark is not None:
+            result, validation = run_steps(spark, str(config_path), config, flow, plan,
+                                           run_id=run_id)
+        elif plan.ranges:
             result, validation = mirror_step(str(config_path), flow, plan, master, run_id=run_id)
         else:
             PlanStore(config, flow).save_result(plan.plan_id, {"plan_id": plan.plan_id,

@@ -1,5 +1,6 @@
-"""One replication cycle on the test session's Spark (no spark-submit, no JVM start): the
-same library steps as the DAG's tasks (plan, the job's mirror, commit), validation aside."""
+"""One replication cycle on the test session's Spark without validation: the same library
+steps as the DAG's plan, mirror and commit tasks, for tests of faults and soak that check
+the target themselves."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from pathlib import Path
 
 from mirrorflow.config import load_config
 from mirrorflow.lease import FlowLease
-from mirrorflow.plan import PlanStore, plan_run
+from mirrorflow.plan import plan_run
 from mirrorflow.run import RunResult, commit_step
-from mirrorflow.spark.job import mirror
+from mirrorflow.spark.job import run_steps
 
 
 def cycle_in_session(spark, path: Path, flow_name: str = "a->b",
@@ -18,9 +19,5 @@ def cycle_in_session(spark, path: Path, flow_name: str = "a->b",
     flow = config.flow(flow_name)
     with FlowLease(config, flow, run_id):
         plan, resumed = plan_run(config, flow, run_id)
-        if plan.ranges:
-            mirror(spark, str(path), flow, plan)
-        else:
-            PlanStore(config, flow).save_result(plan.plan_id, {"plan_id": plan.plan_id,
-                                                               "ranges": []})
+        run_steps(spark, str(path), config, flow, plan, ("mirror",), run_id)
         return commit_step(config, flow, plan, resumed)
