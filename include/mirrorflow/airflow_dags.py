@@ -174,7 +174,7 @@ def sync_topic_metadata(config_file: str, flow_name: str, run_id: str) -> dict:
 def report(config_file: str, flow_name: str, committed: dict, run_id: str, ti=None,
            dag_run=None) -> dict:
     """The run's summary (the commit's result, the validation, what the other tasks
-    returned, the lag after the run), replacing the one the validate step wrote, and the
+    returned, the lag after the run), replacing the one the mirror job's check wrote, and the
     flow's metrics. Alert limits are checked by ``check_lag``."""
     from mirrorflow import metrics, reports
     from mirrorflow.plan import PlanStore
