@@ -62,3 +62,27 @@ def test_second_contender_waits_then_fails_naming_the_holder(two_clusters: dict[
         order.append("run-4 in")
     thread.join()
     assert order == ["run-3 done", "run-4 in"]
+
+
+@pytest.mark.broker
+def test_a_release_landing_after_a_waiters_claim_makes_it_claim_again(
+        two_clusters: dict[str, str], tmp_path: Path) -> None:
+    """The holder's release can land between a waiter's claim and its read: the replay
+    then has no holder (the waiter's claim was void when made), and the waiter claims
+    again instead of failing (seen in CI as an AttributeError on ``None.owner``)."""
+    config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
+                                     "a->b.enabled = true"))
+    flow = config.flow("a->b")
+    first = FlowLease(config, flow, "first").__enter__()
+
+    class Racing(FlowLease):
+        def _append(self, op: str) -> None:
+            super()._append(op)
+            if first._renewer.is_alive():
+                first.__exit__(None, None, None)  # lands after this claim, before the read
+
+    with Racing(config, flow, "second", wait_s=0) as second:
+        assert second.current().owner == "second"
+    assert [(r.owner, r.op) for r in second.records()] == [
+        ("first", "acquire"), ("second", "acquire"), ("first", "release"),
+        ("second", "acquire"), ("second", "release")]

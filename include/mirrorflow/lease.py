@@ -117,11 +117,14 @@ class FlowLease:
         before = self.current()
         self._joined = before is not None and before.owner == self.owner
         deadline = time.monotonic() + self.wait_s
+        waiting_for: str | None = None
         while True:
             self._append("acquire")
             state = holder(self.records())
             if state is not None and state.owner == self.owner:
                 break
+            if state is None:  # released after our claim, which it made void: claim again
+                continue
             if time.monotonic() >= deadline:
                 raise LeaseHeldError(
                     f"flow {self.flow} is being run by {state.owner} (its lease on cluster "
@@ -129,7 +132,9 @@ class FlowLease:
                     f"{time.strftime('%H:%M:%S', time.localtime(state.until_ms / 1000))} "
                     f"unless renewed); {self.owner} waited {self.wait_s:.0f}s "
                     f"(mirrorflow.lease.wait.seconds) and did nothing")
-            log.info("flow %s is held by %s; waiting", self.flow, state.owner)
+            if state.owner != waiting_for:
+                log.info("flow %s is held by %s; waiting", self.flow, state.owner)
+                waiting_for = state.owner
             time.sleep(POLL_S)
         self._renewer = threading.Thread(target=self._renew, daemon=True,
                                          name=f"lease {self.flow}")
