@@ -45,6 +45,8 @@ def source(two_clusters: dict[str, str], tmp_path: Path):
     expectations.mkdir()
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true\n",
                        "emit.heartbeats.enabled = false\n"
+                       # several input partitions per range: the check numbers across them
+                       "mirrorflow.records.per.spark.partition = 100\n"
                        f"mirrorflow.validate.expectations.dir = {expectations}\n")
     return two_clusters, path, expectations
 

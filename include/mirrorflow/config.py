@@ -376,7 +376,8 @@ _SPECS = [
         "mirrorflow.records.per.spark.partition",
         "250000",
         _as_positive_int,
-        "A planned range longer than this is split over several Spark input partitions.",
+        "The completeness check reads a range longer than this in several Spark input "
+        "partitions (the mirror reads each range in one, to keep its order).",
         origin="mirrorflow",
     ),
     PropertySpec(

@@ -7,16 +7,20 @@ missing at its end) and checks again, and no checkpoint or group offset sync eve
 consumer at a target that failed the check.
 
 How a range is compared (the target records carry no upstream offset, so they are aligned
-by position): both sides are read with ``kafka_range``, every record is reduced to a 64-bit
-digest of key, value, headers and timestamp (nullness included), and numbered in offset
-order. Per range:
+by position): both sides are read with ``kafka_range`` in one scan, every record is reduced
+to a 64-bit digest of key, value, headers and timestamp (nullness included), and numbered
+in offset order (its position in its input partition plus the records of the range's
+earlier partitions: no sort). Per range:
 
 * counts: source records (the log, so retention gaps recorded by the plan and compaction
   holes are not counted) against the records the mirror read and the target records from
   the range's ``target_start`` to the target's end now;
-* order: an order-sensitive digest (XOR of digests mixed with their position) per side,
-  and the first position where the two sides differ, as source and target offsets;
-* multiset: records missing on the target, duplicated on it, and foreign to the source
+* order: an order-sensitive digest (XOR of digests mixed with their position) per side.
+  Equal counts and digests mean the same records in the same order (up to a 64-bit hash
+  collision): the range is proven by one aggregate per side. Only a range whose sides
+  differ is aligned record by record (a join on position) to find
+* the first position where the two sides differ, as source and target offsets, and the
+  multiset: records missing on the target, duplicated on it, and foreign to the source
   (produced directly into the remote topic, or altered);
 * offset syncs: the pairs this run emits map the range's first and last records exactly.
 
@@ -194,8 +198,10 @@ def sample(plan: Plan, fraction: float) -> list[Range]:
 # --------------------------------------------------------------------------- Spark comparison
 
 
-def _digests(spark, config_path: str, alias: str, ranges: list[dict], split: int):
-    """(topic, partition, offset, digest) of every record in ``ranges`` on ``alias``."""
+def _records(spark, config_path: str, alias: str, ranges: list[dict], split: int, side: str):
+    """(side, topic, partition, offset, digest, split, index) of every record in ``ranges``
+    on ``alias``: ``split`` is the Spark input partition that read it and ``index`` its
+    position there (the reader yields each split in offset order)."""
     from pyspark.sql import functions as F
 
     from mirrorflow.spark.source import KafkaRangeDataSource
@@ -212,61 +218,117 @@ def _digests(spark, config_path: str, alias: str, ranges: list[dict], split: int
     # Spark's hash skips nulls; hashing the null flags too keeps (null, x) apart from (x, null).
     digest = F.xxhash64("key", "value", headers, "timestamp", F.col("key").isNull(),
                         F.col("value").isNull(), F.col("headers").isNull())
-    return frame.select("topic", "partition", "offset", digest.alias("digest"))
+    task = F.spark_partition_id()
+    # monotonically_increasing_id is (task << 33) + the row's position in its task.
+    index = F.monotonically_increasing_id() - F.shiftleft(task.cast("long"), 33)
+    return frame.select(F.lit(side).alias("side"), "topic", "partition", "offset",
+                        digest.alias("digest"), task.alias("split"), index.alias("index"))
+
+
+def _numbered(spark, records, F):
+    """``records`` with ``ordinal`` (1, 2, ... in offset order per side and range) instead of
+    split and index: a split's records follow those of the range's earlier splits. One
+    small aggregate over the splits replaces a sort of every record."""
+    splits = (records.groupBy("side", *RANGE_KEYS, "split")
+              .agg(F.count("*").alias("n"), F.min("offset").alias("first")).collect())
+    bases, seen = [], {}
+    for row in sorted(splits, key=lambda r: (r["side"], r["topic"], r["partition"],
+                                             r["first"])):
+        key = (row["side"], row["topic"], row["partition"])
+        bases.append((row["side"], row["split"], seen.get(key, 0)))
+        seen[key] = seen.get(key, 0) + row["n"]
+    # Split numbers are per side (each side's scan numbers its own input partitions).
+    base = spark.createDataFrame(bases or [("s", 0, 0)], "side string, split int, base long")
+    return records.join(F.broadcast(base), ["side", "split"]).select(
+        "side", *RANGE_KEYS, "offset", "digest",
+        (F.col("base") + F.col("index") + 1).alias("ordinal"))
 
 
 def compare(spark, config_path: str, flow: FlowConfig, ranges: list[Range],
             target_ends: dict[tuple[str, int], int]) -> dict[tuple[str, int], dict]:
     """Per (source topic, partition): counts, digests, multiset and first mismatch."""
     from pyspark import StorageLevel
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     split = flow.get("mirrorflow.records.per.spark.partition")
-    source = _digests(spark, config_path, flow.source,
+    source = _records(spark, config_path, flow.source,
                       [{"topic": r.topic, "partition": r.partition, "start": r.start,
-                        "end": r.end} for r in ranges], split)
+                        "end": r.end} for r in ranges], split, "s")
     target_ranges = [{"topic": r.remote_topic, "partition": r.partition,
                       "start": r.target_start,
                       "end": max(target_ends[(r.remote_topic, r.partition)], r.target_start)}
                      for r in ranges]
     names = spark.createDataFrame([(r.remote_topic, r.topic) for r in ranges],
                                   "remote_topic string, source_topic string").distinct()
-    target = (_digests(spark, config_path, flow.target,
-                       [t for t in target_ranges if t["end"] > t["start"]], split)
+    target = (_records(spark, config_path, flow.target,
+                       [t for t in target_ranges if t["end"] > t["start"]], split, "t")
               .join(F.broadcast(names), F.col("topic") == F.col("remote_topic"))
-              .select(F.col("source_topic").alias("topic"), "partition", "offset", "digest"))
-    source = source.persist(StorageLevel.MEMORY_AND_DISK)
-    target = target.persist(StorageLevel.MEMORY_AND_DISK)
+              .drop("topic", "remote_topic").withColumnRenamed("source_topic", "topic"))
+    # One scan of both clusters (every core busy until both are read), kept for the passes.
+    records = source.unionByName(target).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        return _aggregate(source, target, F, Window)
+        numbered = _numbered(spark, records, F)
+        rows = _summaries(numbered, F)
+        unequal = [key for key, row in rows.items() if not _equal(row)]
+        if unequal:
+            for key, found in _diagnose(spark, numbered, unequal, F).items():
+                rows[key].update(found)
+        return rows
     finally:
-        source.unpersist()
-        target.unpersist()
+        records.unpersist()
 
 
-def _aggregate(source, target, F, Window) -> dict[tuple[str, int], dict]:
-    by_offset = Window.partitionBy(*RANGE_KEYS).orderBy("offset")
+def _ordered_digest(F):
+    """XOR of every record's digest mixed with its ordinal: equal for equal sequences."""
+    return F.bit_xor(F.xxhash64("digest", "ordinal"))
 
-    def numbered(frame, side: str):
-        return frame.select(*RANGE_KEYS, F.row_number().over(by_offset).alias("ordinal"),
-                            F.col("offset").alias(f"{side}_offset"),
-                            F.col("digest").alias(f"{side}_digest"))
 
-    pairs = numbered(source, "s").join(numbered(target, "t"), [*RANGE_KEYS, "ordinal"],
-                                       "full_outer")
+def _summaries(numbered, F) -> dict[tuple[str, int], dict]:
+    """Counts, first and last offsets and the order-sensitive digest of both sides."""
+    per_side = numbered.groupBy("side", *RANGE_KEYS).agg(
+        F.count("*").alias("records"), F.min("offset").alias("first"),
+        F.max("offset").alias("last"), _ordered_digest(F).alias("digest")).collect()
+    rows: dict[tuple[str, int], dict] = {}
+    for row in per_side:
+        side = "source" if row["side"] == "s" else "target"
+        summary = rows.setdefault((row["topic"], row["partition"]), _empty_row())
+        summary.update({f"{side}_records": row["records"], f"{side}_first": row["first"],
+                        f"{side}_last": row["last"], f"{side}_digest": row["digest"]})
+    return rows
+
+
+def _empty_row() -> dict:
+    return {"source_records": 0, "target_records": 0, "source_digest": None,
+            "target_digest": None, **dict.fromkeys(ZERO_COUNTS, 0), "first_bad": None,
+            **{f"{side}_{end}": None for side in ("source", "target")
+               for end in ("first", "last")}}
+
+
+def _equal(row: dict) -> bool:
+    """Same count and same ordered digest: the same records in the same order (up to a
+    64-bit hash collision), so nothing is missing, duplicated, foreign or misplaced."""
+    return (row["source_records"] == row["target_records"]
+            and row["source_digest"] == row["target_digest"])
+
+
+def _diagnose(spark, numbered, keys: list[tuple[str, int]], F) -> dict[tuple[str, int], dict]:
+    """For ranges whose sides differ: the multiset (missing, duplicated, foreign records),
+    misplaced records and the first mismatch, aligning both sides by ordinal."""
+    wanted = F.broadcast(spark.createDataFrame(keys, "topic string, partition int"))
+    records = numbered.join(wanted, RANGE_KEYS)
+
+    def side(name: str):
+        return records.where(F.col("side") == name).drop("side")
+
+    def renamed(frame, prefix: str):
+        return frame.select(*RANGE_KEYS, "ordinal", F.col("offset").alias(f"{prefix}_offset"),
+                            F.col("digest").alias(f"{prefix}_digest"))
+
+    source, target = side("s"), side("t")
+    pairs = renamed(source, "s").join(renamed(target, "t"), [*RANGE_KEYS, "ordinal"],
+                                      "full_outer")
     bad = ~F.col("s_digest").eqNullSafe(F.col("t_digest"))
-
-    def ordered_digest(side: str):
-        digest = F.col(f"{side}_digest")
-        return F.bit_xor(F.when(digest.isNotNull(), F.xxhash64(digest, "ordinal")))
-
     order = pairs.groupBy(*RANGE_KEYS).agg(
-        F.count("s_offset").alias("source_records"),
-        F.count("t_offset").alias("target_records"),
-        F.min("s_offset").alias("source_first"), F.max("s_offset").alias("source_last"),
-        F.min("t_offset").alias("target_first"), F.max("t_offset").alias("target_last"),
-        ordered_digest("s").alias("source_digest"), ordered_digest("t").alias("target_digest"),
         F.sum(bad.cast("long")).alias("misplaced"),
         F.min(F.when(bad, F.struct("ordinal", "s_offset", "t_offset"))).alias("first_bad"))
     counts = (source.groupBy(*RANGE_KEYS, "digest").agg(F.count("*").alias("s_n"))
