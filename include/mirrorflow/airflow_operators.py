@@ -30,8 +30,8 @@ class MirrorJobOperator(SparkSubmitOperator):
                 from mirrorflow.plan import PlanStore
 
                 config = load_config(self.config_file)
-                PlanStore(config, config.flow(self.flow_name)).save_result(
-                    planned["plan_id"], {"plan_id": planned["plan_id"], "ranges": []})
+                PlanStore(config, config.flow(self.flow_name)).save_empty_result(
+                    planned["plan_id"])
             raise AirflowSkipException(f"plan {planned['plan_id']} has nothing to mirror; "
                                        "no Spark job started")
         return super().execute(context)

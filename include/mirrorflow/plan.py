@@ -152,6 +152,10 @@ class PlanStore:
     def save_result(self, plan_id: str, result: dict) -> None:
         self.topic.write([(b"result/" + plan_id.encode(), json.dumps(result).encode())])
 
+    def save_empty_result(self, plan_id: str) -> None:
+        """The result of a plan with no ranges, stored where no Spark job runs for it."""
+        self.save_result(plan_id, {"plan_id": plan_id, "ranges": []})
+
     def result(self, plan_id: str) -> dict | None:
         text = self.topic.read().get(b"result/" + plan_id.encode())
         return json.loads(text) if text is not None else None

@@ -233,8 +233,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         elif plan.ranges:
             result, validation = mirror_step(str(config_path), flow, plan, master, run_id=run_id)
         else:
-            PlanStore(config, flow).save_result(plan.plan_id, {"plan_id": plan.plan_id,
-                                                               "ranges": []})
+            PlanStore(config, flow).save_empty_result(plan.plan_id)
         if validation is not None and not validation.success:
             failed = summarize(flow, plan, result, resumed)
             failed.run_id, failed.validation = run_id, validation.to_dict()

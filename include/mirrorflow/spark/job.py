@@ -76,7 +76,7 @@ def run_steps(spark, config_path: str, config: MirrorConfig, flow: FlowConfig, p
             if plan.ranges:
                 mirror(spark, config_path, flow, plan)
             else:
-                store.save_result(plan.plan_id, {"plan_id": plan.plan_id, "ranges": []})
+                store.save_empty_result(plan.plan_id)
     result = store.result(plan.plan_id)
     if "validate" not in steps:
         return result, None
