@@ -76,10 +76,11 @@ def test_a_release_landing_after_a_waiters_claim_makes_it_claim_again(
     first = FlowLease(config, flow, "first").__enter__()
 
     class Racing(FlowLease):
-        def _append(self, op: str) -> None:
-            super()._append(op)
+        def _append(self, op: str) -> LeaseRecord:
+            record = super()._append(op)
             if first._renewer.is_alive():
                 first.__exit__(None, None, None)  # lands after this claim, before the read
+            return record
 
     with Racing(config, flow, "second", wait_s=0) as second:
         assert second.current().owner == "second"

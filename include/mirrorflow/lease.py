@@ -67,6 +67,10 @@ def holder(records: Iterable[LeaseRecord]) -> LeaseRecord | None:
     return state
 
 
+def _last_index(records: list[LeaseRecord], record: LeaseRecord) -> int:
+    return len(records) - 1 - records[::-1].index(record)
+
+
 class FlowLease:
     """``with FlowLease(config, flow, owner):`` holds the flow for ``owner`` (a run id).
     Re-entrant per owner: a holder's own Spark job joins its lease and leaves it held."""
@@ -87,9 +91,10 @@ class FlowLease:
     def _topic(self) -> CompactedTopic:
         return CompactedTopic(self.cluster, LEASES_TOPIC, 1, self.replication_factor)
 
-    def _append(self, op: str) -> None:
+    def _append(self, op: str) -> LeaseRecord:
         record = LeaseRecord(self.flow, self.owner, op, int(time.time() * 1000), self.ttl_ms)
         self._topic().write([(self.flow.encode(), json.dumps(asdict(record)).encode())])
+        return record
 
     def records(self) -> list[LeaseRecord]:
         """This flow's lease records in log order; malformed ones are skipped with a
@@ -114,14 +119,17 @@ class FlowLease:
         clients.ensure_topic(self.cluster, LEASES_TOPIC, 1, self.replication_factor,
                              config={"cleanup.policy": "delete",
                                      "retention.ms": str(RETENTION_MS)})
-        before = self.current()
-        self._joined = before is not None and before.owner == self.owner
         deadline = time.monotonic() + self.wait_s
         waiting_for: str | None = None
         while True:
-            self._append("acquire")
-            state = holder(self.records())
+            claim = self._append("acquire")
+            records = self.records()
+            state = holder(records)
             if state is not None and state.owner == self.owner:
+                # Joined if this owner held the flow already when the claim landed.
+                before = holder(records[:_last_index(records, claim)])
+                self._joined = (before is not None and before.owner == self.owner
+                                and before.until_ms > claim.at_ms)
                 break
             if state is None:  # released after our claim, which it made void: claim again
                 continue
