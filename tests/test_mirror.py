@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, topics, varied_records
+from mirrorflow import reports
 from mirrorflow.cli import main
 from mirrorflow.config import load_config
 from mirrorflow.offsets import OffsetStore
@@ -27,7 +28,8 @@ def assert_mirrored(a: str, b: str, topic: str, partitions: int, remote: str) ->
 
 
 def test_mirror_two_way_flows_incrementally(spark, two_clusters: dict[str, str],
-                                            tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+                                            tmp_path: Path, capsys: pytest.CaptureFixture,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The first run submits the Spark job; the later ones run it in a session."""
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "orders", 3)
@@ -44,8 +46,13 @@ def test_mirror_two_way_flows_incrementally(spark, two_clusters: dict[str, str],
                        "a->b.topics.exclude = secret\n",
                        "emit.heartbeats.enabled = false\n")  # "nothing new" means nothing
 
+    # The submitted job writes its Data Docs where the run reports, also by default.
+    monkeypatch.delenv("MIRRORFLOW_REPORTS_DIR")
+    monkeypatch.setattr(reports, "DEFAULT_DIR", tmp_path / "reports")
     first = run_cycle(path, "a->b")
     assert first.records == 3500 and not first.resumed
+    assert Path(first.validation["data_docs"]).is_relative_to(tmp_path / "reports")
+    assert Path(first.validation["data_docs"]).exists()
     assert_mirrored(a, b, "orders", 3, "a.orders")
     assert_mirrored(a, b, "payments", 2, "a.payments")
     assert not {"a.secret", "a.b.returns", "a.mm2-offsets.b.internal"} & topics(b)

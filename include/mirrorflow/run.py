@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterable
@@ -88,10 +90,16 @@ def mirror_step(config_path: str, flow: FlowConfig, plan: Plan, master: str | No
                 ) -> tuple[dict, Validation | None]:
     """Run the Spark job (mirror, then validate, in one JVM) on the plan; return the stored
     result and the validation, which may have failed."""
-    command = submit_command(config_path, flow.name, plan.plan_id,
-                             master or flow.get("mirrorflow.spark.master"), run_id=run_id)
-    log.info("submitting: %s", " ".join(command))
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    with tempfile.TemporaryDirectory(prefix="mirrorflow-submit-") as work_dir:
+        command = submit_command(config_path, flow.name, plan.plan_id,
+                                 master or flow.get("mirrorflow.spark.master"), Path(work_dir),
+                                 run_id=run_id)
+        log.info("submitting: %s", " ".join(command))
+        # The job loads mirrorflow from the submitted zip, whose default reports folder
+        # would be beside the zip: it writes the Data Docs where this run reports.
+        env = {**os.environ, reports.REPORTS_ENV: str(reports.reports_dir().resolve())}
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              check=False, env=env)
     if proc.returncode not in (0, EXIT_VALIDATION_FAILED):
         tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
         raise MirrorJobError(f"flow {flow.name}: the Spark job failed (exit {proc.returncode}); "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -43,9 +42,9 @@ def job_arguments(config_path: str, flow_name: str, plan_id: str,
 
 
 def submit_command(config_path: str, flow_name: str, plan_id: str, master: str,
-                   work_dir: Path | None = None, steps: tuple[str, ...] = ("mirror", "validate"),
+                   work_dir: Path, steps: tuple[str, ...] = ("mirror", "validate"),
                    run_id: str | None = None) -> list[str]:
-    work_dir = work_dir or Path(tempfile.mkdtemp(prefix="mirrorflow-submit-"))
+    """spark-submit of the job; the package zip is written into ``work_dir``."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     return [
         spark_submit_binary(), "--master", master, "--name", f"mirrorflow {flow_name}",
