@@ -486,12 +486,19 @@ def _suite_from_doc(gx, doc: dict):
     return suite
 
 
+def import_gx():
+    """Great Expectations, imported with its usage analytics off unless the user set them."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+
+    return gx
+
+
 def run_suites(verdict_list: list[RangeVerdict], cps: list[CheckpointVerdict],
                planned_records: int, records_frame, suites: list[dict],
                docs_dir: Path | None, run_name: str) -> dict[str, bool]:
     """Run the GX suites; build Data Docs into ``docs_dir``. Suite name -> success."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations as gx
+    gx = import_gx()
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING
@@ -67,10 +68,14 @@ def run_steps(spark, config_path: str, config: MirrorConfig, flow: FlowConfig, p
     """The job's steps in ``spark``: mirror (holding the flow's lease, which a run holding
     it under the same ``run_id`` lends), then validate; both results are stored with the
     plan. Returns the mirror result and the validation (None when not asked for)."""
-    from mirrorflow.validate import validate_plan
+    from mirrorflow.validate import import_gx, validate_plan
 
     store = PlanStore(config, flow)
     run_id = run_id or plan.run_id
+    if "validate" in steps and plan.ranges:
+        # Great Expectations takes seconds to import; the driver mostly waits on Spark
+        # while it mirrors, so the check's import happens meanwhile.
+        threading.Thread(target=import_gx, daemon=True, name="import gx").start()
     if "mirror" in steps:
         with FlowLease(config, flow, run_id):
             if plan.ranges:
