@@ -5,12 +5,18 @@ BIN := $(abspath $(VENV))/bin
 CONFIG ?= include/config/mm2.properties
 # The Spark provider depends on pyspark-client (Spark Connect only), which installs into
 # the same `pyspark` namespace as the full distribution; the full one is reinstalled last.
-PYSPARK_VERSION := 4.3.0
+PYSPARK_VERSION := 4.2.0
 export PATH := $(BIN):$(PATH)
 export PYSPARK_PYTHON := $(BIN)/python
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: install test lint demo down clean bench airflow airflow-db screenshots
+# JVM classpaths of jvm/pom.xml (Kafka broker, MirrorMaker 2, Spark's Kafka connector),
+# one folder per Maven profile so that their Kafka clients never meet.
+JVM_DIR := $(CURDIR)/.jvm
+JVM_PROFILES := broker mm2 spark-kafka
+MVN ?= mvn -q -B -Dstyle.color=never
+
+.PHONY: install jvm test lint demo down clean bench airflow airflow-db screenshots
 # Local Airflow (standalone, SQLite) for `make demo` and `make airflow`; tests use their own.
 AIRFLOW_LOCAL_HOME := $(CURDIR)/.airflow
 DEMO_DAG := mirror__primary__backup
@@ -30,7 +36,17 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --no-deps --force-reinstall pyspark==$(PYSPARK_VERSION)
 	touch $@
 
-install: $(VENV)/.installed
+$(JVM_DIR)/.fetched: jvm/pom.xml
+	@for profile in $(JVM_PROFILES); do \
+	  rm -rf $(JVM_DIR)/$$profile; \
+	  $(MVN) -f jvm/pom.xml -P $$profile dependency:copy-dependencies \
+	    -DoutputDirectory=$(JVM_DIR)/$$profile || exit 1; \
+	done
+	touch $@
+
+jvm: $(JVM_DIR)/.fetched
+
+install: $(VENV)/.installed jvm
 
 lint: install
 	$(BIN)/ruff check .
@@ -58,7 +74,7 @@ down:
 	$(BIN)/mirrorflow local down $(CONFIG)
 
 clean: down
-	rm -rf .mirrorflow .airflow reports .pytest_cache .ruff_cache
+	rm -rf .mirrorflow .airflow reports .pytest_cache .ruff_cache .jvm
 
 bench: install
 	$(BIN)/python bench/run_bench.py

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from mirrorflow.localcluster import LocalBroker
+
 _AIRFLOW_HOME = tempfile.mkdtemp(prefix="mirrorflow-airflow-")
 os.environ.setdefault("AIRFLOW_HOME", _AIRFLOW_HOME)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
@@ -29,6 +31,12 @@ os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
 os.environ.setdefault("AIRFLOW__CORE__PLUGINS_FOLDER", str(REPO / "plugins"))
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT",
                       '{"conn_type": "spark", "host": "local[*]"}')
+
+
+def pytest_report_header() -> str:
+    from mirrorflow.jvm import kafka_version
+
+    return f"Apache Kafka {kafka_version()} (local KRaft brokers from jvm/pom.xml)"
 
 
 @pytest.fixture(scope="session")
@@ -53,13 +61,37 @@ def fixtures() -> Path:
     return FIXTURES
 
 
-@pytest.fixture
-def two_clusters(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """Two real Tansu brokers, 'a' and 'b', on free loopback ports."""
-    from mirrorflow.localcluster import running_clusters
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalBroker]]:
+    """Two Apache Kafka brokers, 'a' and 'b', shared by the tests of this worker (each
+    xdist worker has its own), started through the same module as `mirrorflow local up`."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    with running_clusters(["a", "b"], tmp_path / "brokers") as bootstraps:
-        yield bootstraps
+    from mirrorflow.localcluster import LocalBroker, free_port, start, stop
+
+    state = tmp_path_factory.mktemp("brokers")
+    # Test records carry fixed 2023 timestamps: time-based retention is off.
+    brokers = {alias: LocalBroker(alias, "127.0.0.1", free_port(), state,
+                                  properties={"log.retention.ms": "-1"}) for alias in "ab"}
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(start, brokers.values()))
+    yield brokers
+    for broker in brokers.values():
+        stop(broker)
+
+
+@pytest.fixture
+def two_clusters(kafka: dict[str, LocalBroker]) -> dict[str, str]:
+    """The shared brokers, emptied for this test: no topic (but Kafka's own) and
+    no consumer group is left from an earlier test, so every test starts as on fresh
+    brokers. A broker an earlier test stopped is started again (its data kept)."""
+    from helpers.kafka import wipe
+    from mirrorflow.localcluster import start
+
+    for broker in kafka.values():
+        start(broker)
+        wipe(broker.bootstrap)
+    return {alias: broker.bootstrap for alias, broker in kafka.items()}
 
 
 def write_config(path: Path, text: str) -> Path:

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from mirrorflow.config import ClusterConfig
+from mirrorflow.errors import MirrorflowError
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|\.pem$|\.key$|ke
                         r"sasl\.oauthbearer\.config", re.IGNORECASE)
 
 
-class ClientConfigError(ValueError):
+class ClientConfigError(MirrorflowError):
     """A client setting cannot be used; names cluster, role and property, never a secret."""
 
 

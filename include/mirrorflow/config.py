@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.policy import (
     IdentityReplicationPolicy,
     PolicyError,
@@ -54,7 +55,7 @@ def one_line(text: str) -> str:
                    for ch in text)
 
 
-class ConfigError(ValueError):
+class ConfigError(MirrorflowError):
     """A configuration error that names the property (and line) at fault, on one line."""
 
     def __init__(self, message: str, *, prop: str | None = None, line: int | None = None):
@@ -498,6 +499,13 @@ class ClusterConfig:
         props = {k: v for k, v in self.settings.items() if _CLIENT_LEVEL_RE.match(k)}
         props.update(self.overrides.get(role, {}))
         return props
+
+    def isolation_level(self) -> str:
+        """How this cluster's consumers read transactional records: the consumer role's
+        ``isolation.level``, defaulting as the Java client (and so MM2's source consumer)
+        does to ``read_uncommitted``."""
+        return self.client_config("consumer").get("isolation.level", "").strip() \
+            or "read_uncommitted"
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 
 from mirrorflow import clients
 from mirrorflow.config import ClusterConfig
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.watermarks import probe_watermarks
 
 log = logging.getLogger(__name__)
 
 
-class InternalTopicError(RuntimeError):
+class InternalTopicError(MirrorflowError):
     """An internal topic could not be created, read or written."""
 
 

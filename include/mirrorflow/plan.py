@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from mirrorflow import clients, topic_sync
 from mirrorflow.config import ClusterConfig, FlowConfig, MirrorConfig
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.internal_topics import CompactedTopic
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.watermarks import probe_watermarks
@@ -31,7 +32,7 @@ PENDING_KEY = b"pending"
 KEEP_PLANS = 20
 
 
-class PlanError(RuntimeError):
+class PlanError(MirrorflowError):
     """The run cannot be planned; the message names the topic, partition or cluster."""
 
 
@@ -285,7 +286,8 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     cap = min(max_records or flow.get("mirrorflow.max.records.per.partition"),
               flow.get("mirrorflow.max.records.per.partition"))
     source_parts = [(t, p) for t, n in topics.items() for p in range(n)]
-    source_marks = probe_watermarks(config.cluster(flow.source), source_parts)
+    source = config.cluster(flow.source)
+    source_marks = probe_watermarks(source, source_parts, source.isolation_level())
     target = config.cluster(flow.target)
     existing = set(clients.admin_client(target).list_topics(timeout=10).topics)
     target_marks = probe_watermarks(target, [(remote[t], p) for t, p in source_parts

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from mirrorflow.errors import MirrorflowError
+
 HEARTBEATS_TOPIC = "heartbeats"
 
 _BUILTIN_NAMES = {
@@ -23,7 +25,7 @@ _BUILTIN_NAMES = {
 }
 
 
-class PolicyError(ValueError):
+class PolicyError(MirrorflowError):
     """The replication policy class cannot be loaded or used."""
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from mirrorflow.errors import MirrorflowError
+
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _KEY_TERMINATORS = "=: \t\f"
 _WHITESPACE = " \t\f"
 
 
-class PropertiesSyntaxError(ValueError):
+class PropertiesSyntaxError(MirrorflowError):
     """A malformed ``\\uXXXX`` escape: the only syntax error Java reports."""
 
 

@@ -25,10 +25,12 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from mirrorflow.errors import MirrorflowError
+
 VERSION = 0
 
 
-class RecordFormatError(ValueError):
+class RecordFormatError(MirrorflowError):
     """Bytes that are not an MM2 record of the expected kind."""
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from mirrorflow import checkpoints, heartbeats, metrics, offset_syncs, reports, topic_sync
 from mirrorflow.config import FlowConfig, MirrorConfig, load_config
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.lease import FlowLease
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.plan import Plan, PlanStore, discover_topics, plan_run
@@ -38,7 +39,7 @@ from mirrorflow.validate import Validation
 log = logging.getLogger(__name__)
 
 
-class MirrorJobError(RuntimeError):
+class MirrorJobError(MirrorflowError):
     """The Spark job failed or left no result; nothing was committed."""
 
 

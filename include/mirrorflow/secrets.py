@@ -21,6 +21,8 @@ import os
 import re
 from collections.abc import Mapping
 
+from mirrorflow.errors import MirrorflowError
+
 # org.apache.kafka.common.config.ConfigTransformer.DEFAULT_PATTERN
 PLACEHOLDER = re.compile(r"\$\{([^}]*?):(?:([^}]*?):)?([^}]*?)\}")
 PROVIDER_CLASSES = {
@@ -31,7 +33,7 @@ PROVIDER_CLASSES = {
 AIRFLOW_FIELDS = ("login", "password", "host", "port", "schema")
 
 
-class SecretError(ValueError):
+class SecretError(MirrorflowError):
     """A placeholder cannot be resolved; the message names it, never a secret."""
 
 

@@ -4,9 +4,7 @@ partition counts and topic ACLs of the source, carried to the remote topics.
 The decisions (which configs to set or remove, which topics need partitions, which ACL
 bindings to create) are pure functions of what the two clusters describe, so they are
 tested without a broker. The calls that apply them fail with a message naming the
-cluster, the topic and the missing API when a broker lacks it: Tansu rejects
-CreatePartitions, and its CreateAcls response crashes librdkafka, which is why CreateAcls
-runs in a child process whose death is reported instead of taking the task down.
+cluster, the topic and the missing API or permission when a broker refuses them.
 
 MM2's rules, matched (``MirrorSourceConnector`` in Apache Kafka 3.6+):
 
@@ -21,16 +19,14 @@ MM2's rules, matched (``MirrorSourceConnector`` in Apache Kafka 3.6+):
 
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from mirrorflow import clients
 from mirrorflow.config import ClusterConfig, FlowConfig, MirrorConfig
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.policy import compile_pattern_list
 
 log = logging.getLogger(__name__)
@@ -39,7 +35,7 @@ STATIC_BROKER_CONFIG = "STATIC_BROKER_CONFIG"
 ADMIN_TIMEOUT_S = 30.0
 
 
-class MetadataSyncError(RuntimeError):
+class MetadataSyncError(MirrorflowError):
     """Metadata could not be synced; the message names cluster, topic and API."""
 
 
@@ -221,8 +217,8 @@ def add_partitions(cluster: ClusterConfig, counts: Mapping[str, int],
             error = exc.args[0]
             if error.code() == KafkaError.INVALID_PARTITIONS:
                 continue  # grown meanwhile, as MM2 swallows it
-            reason = ("the broker does not support CreatePartitions (Tansu is one such "
-                      "broker); add the partitions on the target by hand"
+            reason = ("the broker does not support CreatePartitions; add the partitions on "
+                      "the target by hand"
                       if error.code() == KafkaError._UNSUPPORTED_FEATURE else error.str())
             raise MetadataSyncError(
                 f"remote topic {topic!r} on cluster {cluster.alias!r} has {current[topic]} "
@@ -258,52 +254,29 @@ def describe_topic_acls(cluster: ClusterConfig) -> list[TopicAcl] | None:
 
 
 def create_acls(cluster: ClusterConfig, acls: list[TopicAcl]) -> None:
-    """CreateAcls in a child process: a broker whose response crashes librdkafka (Tansu)
-    kills the child, not the task, and the error says which API and cluster."""
-    if not acls:
-        return
-    request = json.dumps({"client": clients.client_config(cluster, "admin"),
-                          "acls": [a.__dict__ for a in acls]})
-    proc = subprocess.run([sys.executable, "-m", "mirrorflow.topic_sync"], input=request,
-                          capture_output=True, text=True, timeout=ADMIN_TIMEOUT_S * 2,
-                          check=False)
-    if proc.returncode < 0:
-        raise MetadataSyncError(
-            f"cluster {cluster.alias!r}: the Kafka client crashed (signal {-proc.returncode}) "
-            f"on the broker's CreateAcls response; this broker does not implement CreateAcls "
-            f"(Tansu is one such broker). Set sync.topic.acls.enabled = false for this flow, "
-            f"or create these ACLs by hand: {'; '.join(map(str, acls))}")
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise MetadataSyncError(f"cluster {cluster.alias!r}: CreateAcls failed: {last}")
-
-
-def _create_acls_child() -> int:
-    """The child of :func:`create_acls`: the request (client settings included) comes on
-    stdin, never on the command line."""
+    """CreateAcls for literal topic bindings; a refusal names the cluster and binding."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import (
         AclBinding,
         AclOperation,
         AclPermissionType,
-        AdminClient,
         ResourcePatternType,
         ResourceType,
     )
 
-    request = json.loads(sys.stdin.read())
-    admin = clients.new_client(AdminClient, request["client"], "CreateAcls")
-    bindings = [AclBinding(ResourceType.TOPIC, a["topic"], ResourcePatternType.LITERAL,
-                           a["principal"], a["host"], AclOperation[a["operation"]],
-                           AclPermissionType[a["permission"]]) for a in request["acls"]]
-    for binding, future in admin.create_acls(bindings,
+    if not acls:
+        return
+    admin = clients.admin_client(cluster)
+    bindings = {AclBinding(ResourceType.TOPIC, a.topic, ResourcePatternType.LITERAL,
+                           a.principal, a.host, AclOperation[a.operation],
+                           AclPermissionType[a.permission]): a for a in acls}
+    for binding, future in admin.create_acls(list(bindings),
                                              request_timeout=ADMIN_TIMEOUT_S).items():
         try:
             future.result(timeout=ADMIN_TIMEOUT_S)
-        except Exception as exc:
-            print(f"topic {binding.name!r}: {clients.redact(str(exc), request['client'])}",
-                  file=sys.stderr)
-            return 1
-    return 0
+        except KafkaException as exc:
+            raise MetadataSyncError(f"cluster {cluster.alias!r}: cannot create the ACL "
+                                    f"'{bindings[binding]}': {exc.args[0].str()}") from None
 
 
 # --------------------------------------------------------------------------- the sync step
@@ -351,6 +324,3 @@ def sync_topic_metadata(config: MirrorConfig, flow: FlowConfig, topics: Iterable
         log.warning("%s", note)
     return result
 
-
-if __name__ == "__main__":
-    sys.exit(_create_acls_child())

@@ -44,6 +44,7 @@ from pathlib import Path
 
 from mirrorflow import reports
 from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.plan import Plan, Range
 from mirrorflow.watermarks import probe_watermarks
 
@@ -54,7 +55,7 @@ ZERO_COUNTS = ("missing", "duplicates", "foreign", "misplaced")
 DEFAULT_EXPECTATIONS_DIR = Path(__file__).resolve().parents[1] / "expectations"
 
 
-class ValidationError(RuntimeError):
+class ValidationError(MirrorflowError):
     """The target does not hold exactly the run's records; the message names where."""
 
 

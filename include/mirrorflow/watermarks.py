@@ -1,28 +1,28 @@
-"""True log start and end offsets of partitions, on Apache Kafka and on Tansu alike.
+"""Log start and end offsets of partitions, from Kafka's ListOffsets.
 
-ListOffsets(latest) on Tansu returns the base offset of the last record batch + 1, short
-of the real end when that batch holds several records (see shared/notes/broker.md). The
-high watermark carried by a Fetch response is right on both brokers, so we fetch from
-just below the listed end and read the end from the partition-EOF event, which carries
-the fetch's high watermark. On Apache Kafka the fetch returns at most one record per
-partition before EOF; the cost is one fetch round trip.
+The end depends on the reader's isolation level, as for any Kafka consumer: a
+``read_uncommitted`` reader can fetch up to the high watermark, a ``read_committed``
+reader up to the last stable offset (LSO: the first offset of the oldest open transaction,
+or the high watermark when none is open). A plan over a ``read_committed`` source
+therefore ends at the LSO and never waits on an open transaction.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from mirrorflow import clients
 from mirrorflow.config import ClusterConfig
+from mirrorflow.errors import MirrorflowError
 
 TopicPart = tuple[str, int]
+READ_COMMITTED = "read_committed"
+READ_UNCOMMITTED = "read_uncommitted"
 
 
-class WatermarkError(RuntimeError):
-    """A partition's offsets could not be read in time."""
+class WatermarkError(MirrorflowError):
+    """A partition's offsets could not be read."""
 
 
 @dataclass(frozen=True)
@@ -33,46 +33,30 @@ class Watermarks:
     high: int
 
 
-def probe_watermarks(
-    cluster: ClusterConfig, partitions: Iterable[TopicPart], timeout: float = 30.0,
-    **consumer_settings: Any,
-) -> dict[TopicPart, Watermarks]:
-    """The log start and true end of every partition (see the module's note)."""
-    from confluent_kafka import KafkaError, TopicPartition
+def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
+                     isolation: str = READ_COMMITTED, timeout: float = 30.0,
+                     ) -> dict[TopicPart, Watermarks]:
+    """The log start and the end (for ``isolation``) of every partition."""
+    from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
 
     wanted = sorted(set(partitions))
     if not wanted:
         return {}
-    settings = {"enable.partition.eof": True, "isolation.level": "read_uncommitted",
-                "fetch.wait.max.ms": 10, "group.id": "mirrorflow-watermarks",
-                **consumer_settings}
-    consumer = clients.consumer(cluster, **settings)
-    try:
-        low: dict[TopicPart, int] = {}
-        assignment = []
-        for topic, partition in wanted:
-            start, listed_end = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=timeout, cached=False)
-            low[(topic, partition)] = start
-            assignment.append(TopicPartition(topic, partition, max(start, listed_end - 1)))
-        consumer.assign(assignment)
-        ends: dict[TopicPart, int] = {}
-        deadline = time.monotonic() + timeout
-        while len(ends) < len(wanted):
-            if time.monotonic() > deadline:
-                missing = ", ".join(f"{t}[{p}]" for t, p in wanted if (t, p) not in ends)
+    level = (IsolationLevel.READ_COMMITTED if isolation == READ_COMMITTED
+             else IsolationLevel.READ_UNCOMMITTED)
+    admin = clients.admin_client(cluster)
+    found: dict[str, dict[TopicPart, int]] = {}
+    for name, spec in (("low", OffsetSpec.earliest()), ("high", OffsetSpec.latest())):
+        futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in wanted},
+                                     isolation_level=level, request_timeout=timeout)
+        found[name] = {}
+        for tp, future in futures.items():
+            try:
+                found[name][(tp.topic, tp.partition)] = future.result(timeout=timeout).offset
+            except KafkaException as exc:
                 raise WatermarkError(
-                    f"cluster {cluster.alias!r}: no end offset within {timeout:.0f}s for {missing}")
-            for msg in consumer.consume(num_messages=1000, timeout=0.05):
-                err = msg.error()
-                if err is None:
-                    continue
-                if err.code() == KafkaError._PARTITION_EOF:
-                    ends[(msg.topic(), msg.partition())] = msg.offset()
-                else:
-                    raise WatermarkError(
-                        f"cluster {cluster.alias!r}: reading {msg.topic()}[{msg.partition()}]: "
-                        f"{err.str()}")
-        return {tp: Watermarks(low[tp], max(ends[tp], low[tp])) for tp in wanted}
-    finally:
-        consumer.close()
+                    f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}): cannot list "
+                    f"the offsets of {tp.topic}[{tp.partition}]: {exc.args[0].str()}") from None
+    return {tp: Watermarks(found["low"][tp], max(found["high"][tp], found["low"][tp]))
+            for tp in wanted}

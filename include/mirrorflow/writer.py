@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mirrorflow.errors import MirrorflowError
+
 log = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_RECORDS = 100_000
@@ -52,7 +54,7 @@ _PRODUCER_DEFAULTS = {
 }
 
 
-class WriteError(RuntimeError):
+class WriteError(MirrorflowError):
     """A range could not be written; the message names topic, partition and offset."""
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 Record = tuple[bytes | None, bytes | None, list | None, int]
@@ -78,6 +78,35 @@ def topic_partitions(bootstrap: str, topic: str) -> int:
 def config_file(path: Path, bootstraps: dict[str, str], flows: str, extra: str = "") -> Path:
     lines = [f"clusters = {', '.join(bootstraps)}"]
     lines += [f"{alias}.bootstrap.servers = {b}" for alias, b in bootstraps.items()]
-    lines += ["replication.factor = 1", flows, extra]
+    # Single-broker clusters: every topic mirrorflow (or MM2) creates has one replica.
+    lines += ["replication.factor = 1", "offset-syncs.topic.replication.factor = 1",
+              "checkpoints.topic.replication.factor = 1",
+              "heartbeats.topic.replication.factor = 1", flows, extra]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+KAFKA_OWN_TOPICS = {"__consumer_offsets", "__transaction_state", "__share_group_state"}
+
+
+def wipe(bootstrap: str, timeout: float = 30.0) -> None:
+    """Delete every topic but Kafka's own and every consumer group."""
+    import time
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for t in admin.list_topics(timeout=timeout).topics if t not in KAFKA_OWN_TOPICS]
+    if names:
+        for future in admin.delete_topics(names, operation_timeout=timeout).values():
+            future.result(timeout)
+    deadline = time.monotonic() + timeout
+    while set(admin.list_topics(timeout=timeout).topics) - KAFKA_OWN_TOPICS:
+        assert time.monotonic() < deadline, f"topics of {bootstrap} not deleted"
+        time.sleep(0.05)
+    groups = [g.group_id for g in admin.list_consumer_groups().result(timeout).valid]
+    if groups:
+        for future in admin.delete_consumer_groups(groups, request_timeout=timeout).values():
+            try:
+                future.result(timeout)
+            except KafkaException as exc:  # a member still joined: the test left it open
+                if exc.args[0].code() != KafkaError.NON_EMPTY_GROUP:
+                    raise

@@ -22,6 +22,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from mirrorflow.config import FlowConfig, MirrorConfig, load_config
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.lease import FlowLease
 from mirrorflow.plan import Plan, PlanStore
 
@@ -58,7 +59,7 @@ def mirror(spark, config_path: str, flow: FlowConfig, plan: Plan) -> None:
      .save())
 
 
-class NoMirrorResultError(RuntimeError):
+class NoMirrorResultError(MirrorflowError):
     """Validation was asked for a plan the mirror step has not finished."""
 
 

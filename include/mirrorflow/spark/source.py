@@ -61,7 +61,10 @@ def client_conf(options: dict[str, str], alias: str | None, role: str) -> dict[s
         from mirrorflow import clients
         from mirrorflow.config import load_config
 
-        conf.update(clients.client_config(load_config(path).cluster(alias), role))
+        cluster = load_config(path).cluster(alias)
+        conf.update(clients.client_config(cluster, role))
+        if role == "consumer":
+            conf.setdefault("isolation.level", cluster.isolation_level())
     conf.update({k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")})
     if "bootstrap.servers" not in conf:
         raise ValueError("kafka_range needs mirrorflow.config and mirrorflow.cluster, or "

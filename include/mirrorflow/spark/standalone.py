@@ -17,12 +17,13 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.localcluster import free_port
 
 READY_TIMEOUT_S = 60.0
 
 
-class StandaloneClusterError(RuntimeError):
+class StandaloneClusterError(MirrorflowError):
     """The master or a worker did not come up."""
 
 

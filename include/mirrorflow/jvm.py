@@ -1,0 +1,53 @@
+"""Where the JVM classpaths of ``jvm/pom.xml`` are: one folder of jars per use.
+
+``make jvm`` copies each Maven profile's classpath into ``.jvm/<name>`` of the checkout
+(``broker``: Apache Kafka; ``mm2``: MirrorMaker 2; ``spark-kafka``: Spark's Kafka
+connector). ``MIRRORFLOW_JVM_DIR`` points elsewhere (an installed deployment).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from mirrorflow.errors import MirrorflowError
+
+JVM_DIR_ENV = "MIRRORFLOW_JVM_DIR"
+_CHECKOUT_JVM_DIR = Path(__file__).resolve().parents[2] / ".jvm"
+
+
+class JvmError(MirrorflowError):
+    """A JVM classpath is missing."""
+
+
+def jvm_dir() -> Path:
+    return Path(os.environ.get(JVM_DIR_ENV) or _CHECKOUT_JVM_DIR)
+
+
+def classpath_dir(name: str) -> Path:
+    """The folder of one classpath, checked to hold jars."""
+    folder = jvm_dir() / name
+    if not any(folder.glob("*.jar")):
+        raise JvmError(f"no jars in {folder}: run `make jvm` (Maven fetches jvm/pom.xml's "
+                       f"'{name}' profile), or set {JVM_DIR_ENV}")
+    return folder
+
+
+def classpath(name: str) -> str:
+    """A ``java -cp`` argument for one classpath."""
+    return str(classpath_dir(name) / "*")
+
+
+def jars(name: str) -> list[str]:
+    """Every jar of one classpath (for ``spark.jars``)."""
+    return sorted(str(p) for p in classpath_dir(name).glob("*.jar"))
+
+
+def kafka_version() -> str:
+    """The Apache Kafka version of the broker classpath, from its jar's name."""
+    for path in classpath_dir("broker").glob("kafka_2.13-*.jar"):
+        match = re.fullmatch(r"kafka_2\.13-(.+)\.jar", path.name)
+        if match:
+            return match.group(1)
+    raise JvmError(f"no kafka_2.13 jar in {classpath_dir('broker')}")
