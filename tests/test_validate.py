@@ -1,6 +1,6 @@
-"""The completeness proof against real brokers and real Spark: a faithful mirror passes;
-foreign, altered, deleted and duplicated records, a checkpoint ahead of its group and a
-failing user expectation each fail, naming the place."""
+"""The completeness proof against Apache Kafka and real Spark: a faithful mirror passes;
+foreign, altered, deleted, duplicated and reordered records, a checkpoint claiming more
+than was mirrored and a failing user expectation each fail, naming the place."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ def source(two_clusters: dict[str, str], tmp_path: Path):
 
 def fresh_copy(clusters: dict[str, str], change=None) -> tuple[Plan, dict]:
     """Copy 'orders' into a new topic on b (changing partition 1 with ``change``), and the
-    plan and mirror result that say the copy is the mirror of offsets 0..199."""
+    plan and mirror result that say the copy is the mirror of offsets 0..199: the spans
+    claim remote offsets 0..199, upstream offset u at remote offset u."""
     a, b = clusters["a"], clusters["b"]
     copy = f"copy-{uuid.uuid4().hex[:6]}"
     create_topic(b, copy, 2)
@@ -61,17 +62,17 @@ def fresh_copy(clusters: dict[str, str], change=None) -> tuple[Plan, dict]:
         rows = read_partition(a, "orders", p)
         produce_to(b, copy, p, change(rows) if change and p == 1 else rows)
     n = RECORDS // 2
-    plan = Plan(f"test-{copy}", "a->b", f"run-{copy}", 0, "",
+    plan = Plan(f"test-{copy}", "a->b", f"run-{copy}", 0,
                 tuple(Range("orders", p, 0, n, copy, 0) for p in range(2)))
-    result = {"ranges": [{"topic": "orders", "partition": p, "records_read": n,
-                          "syncs": [[0, 0], [n - 1, n - 1]]} for p in range(2)]}
+    result = {"ranges": [{"topic": "orders", "partition": p, "remote_topic": copy,
+                          "records": n, "owned": [[0, n - 1]], "syncs": [[0, 0], [n - 1, n - 1]]}
+                         for p in range(2)]}
     return plan, result
 
 
 def check(spark, path: Path, plan: Plan, result: dict):
     config = load_config(path)
-    return validate_plan(spark, str(path), config, config.flow("a->b"), plan, result,
-                         plan.run_id)
+    return validate_plan(spark, config, config.flow("a->b"), plan, result, plan.run_id)
 
 
 def test_faithful_copy_passes_with_data_docs_and_summary(spark, source) -> None:
@@ -98,9 +99,10 @@ def _alter(rows):
 
 
 @pytest.mark.parametrize("change, counts, source_offset, target_offset", [
-    (_alter, {"foreign": 1, "missing": 1}, 17, 17),
+    (_alter, {"altered": 1, "missing": 1}, 17, 17),
     (lambda rows: rows[:50] + rows[51:], {"missing": 1}, 50, 50),
-    (lambda rows: [*rows[:10], rows[10], *rows[10:]], {"duplicates": 1}, 11, 11),
+    (lambda rows: [*rows[:10], rows[10], *rows[10:]], {"duplicates": 1, "missing": 1,
+                                                       "foreign": 1}, 11, 11),
     (lambda rows: [*rows[:3], rows[4], rows[3], *rows[5:]], {}, 3, 3),
 ], ids=["altered", "deleted", "duplicated", "reordered"])
 def test_corrupted_copy_fails_naming_the_place(spark, source, change, counts, source_offset,
@@ -111,35 +113,35 @@ def test_corrupted_copy_fails_naming_the_place(spark, source, change, counts, so
     assert not validation.success
     good, bad = validation.ranges
     assert good.digest_match and not bad.digest_match
-    for name in ("missing", "duplicates", "foreign"):
+    for name in ("missing", "duplicates", "altered", "foreign"):
         assert getattr(bad, name) == counts.get(name, 0), name
     assert (bad.first_bad_source_offset, bad.first_bad_target_offset) == (source_offset,
                                                                           target_offset)
     assert any(f.startswith("orders[1] -> copy-") and
                f"first mismatch at source offset {source_offset}" in f
                for f in validation.failures), validation.failures
+    if counts.get("foreign"):  # the duplicate pushed the last record past the spans
+        assert bad.first_foreign_offset == RECORDS // 2
+        assert f"were not written by a mirror flow (the first at offset {RECORDS // 2})" in \
+            " ".join(validation.failures)
     assert not validation.expectations["mirrorflow.completeness"]
 
 
-def test_checkpoint_ahead_of_its_group_fails(spark, source) -> None:
-    from confluent_kafka import Consumer, TopicPartition
-
+def test_checkpoint_claiming_more_than_was_mirrored_fails(spark, source) -> None:
     clusters, path, _ = source
-    group = Consumer({"bootstrap.servers": clusters["a"], "group.id": "billing",
-                      "enable.auto.commit": False})
-    group.commit(offsets=[TopicPartition("orders", 0, 100)], asynchronous=False)
-    group.close()
     config = load_config(path)
+    OffsetStore(config.cluster("b"), "a").commit({("orders", 0): 99, ("orders", 1): 99})
     topic = CompactedTopic(config.cluster("b"), "a.checkpoints.internal", 1, 1)
     topic.ensure()
     ahead = Checkpoint("billing", "a.orders", 0, 150, 150, "")
-    topic.write([(ahead.key(), ahead.value())])
+    rewound = Checkpoint("billing", "a.orders", 1, 40, 40, "")  # the group moved back: fine
+    topic.write([(ahead.key(), ahead.value()), (rewound.key(), rewound.value())])
     plan, result = fresh_copy(clusters)
     validation = check(spark, path, plan, result)
     assert not validation.success
     assert validation.failures == [
-        "checkpoint of group 'billing' for orders[0] is at upstream offset 150, ahead of "
-        "the group's committed offset 100 on the source"]
+        "checkpoint of group 'billing' for orders[0] claims upstream offset 150, but the flow "
+        "has mirrored only up to offset 99"]
     assert not validation.expectations["mirrorflow.checkpoints"]
 
 
@@ -175,18 +177,20 @@ def test_foreign_record_in_the_remote_topic_fails_the_run_and_commits_nothing(
     produce(a, "orders", varied_records(100, RECORDS), 2)
     config = load_config(path)
     flow = config.flow("a->b")
-    plan, _ = plan_run(config, flow, "second")
-    # Someone produces straight into the remote topic, where this plan's records begin.
+    # Someone produces straight into the remote topic between two runs.
     produce_to(b, "a.orders", 0, [(b"k", b"not from a", None, 1_700_000_000_000)])
+    foreign_at = read_partition(b, "a.orders", 0, with_offsets=True)[-1][0]
+    plan, _ = plan_run(config, flow, "second")
     positions = OffsetStore(config.cluster("b"), "a").positions()
 
     assert main(["run", str(path), "--flow", "a->b"]) == 1
     err = capsys.readouterr().err
-    assert "failed its completeness check" in err and "orders[0] -> a.orders[0]" in err
-    assert (f"first mismatch at source offset {plan.ranges[0].start}, target offset "
-            f"{plan.ranges[0].target_start}") in err
+    assert "failed its completeness check" in err
+    assert (f"a.orders[0]: 1 records between offsets {foreign_at} and "
+            f"{plan.ranges[0].target_start + 50}") in err  # 50 records and a marker later
+    assert f"were not written by a mirror flow (the first at offset {foreign_at})" in err
     assert OffsetStore(config.cluster("b"), "a").positions() == positions
     assert PlanStore(config, flow).pending().plan_id == plan.plan_id
     assert not reports.read("a->b")["validation"]["success"]
-    with pytest.raises(ValidationError, match="orders\\[0\\]"):  # the next run checks again
-        run_cycle(path, "a->b", spark=spark)
+    with pytest.raises(ValidationError, match=r"a\.orders\[0\]: 1 records between offsets"):
+        run_cycle(path, "a->b", spark=spark)  # the next run checks again

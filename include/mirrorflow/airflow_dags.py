@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 from collections.abc import Iterator
 from dataclasses import asdict
 from datetime import datetime, timedelta
@@ -30,7 +29,6 @@ log = logging.getLogger(__name__)
 
 CONFIG_ENV = "MIRRORFLOW_CONFIG"
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "config" / "mm2.properties"
-JOB_SCRIPT = Path(__file__).resolve().parents[2] / "spark_jobs" / "mirror_batch.py"
 START_DATE = datetime(2024, 1, 1)
 RETRIES = 2
 SPARK_POOL = "mirrorflow_spark"
@@ -160,7 +158,7 @@ def sync_group_offsets(config_file: str, flow_name: str, run_id: str) -> list[di
 
     with _leased(config_file, flow_name, run_id) as (config, flow):
         return [asdict(g) for g in
-                checkpoints.sync_group_offsets(config, flow, checkpoints.compute(config, flow))]
+                checkpoints.sync_group_offsets(config, flow)]
 
 
 def sync_topic_metadata(config_file: str, flow_name: str, run_id: str) -> dict:
@@ -280,17 +278,12 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
         planned = task(task_id="plan", doc_md="Store the run's ranges (a retry reuses them).")(
             plan)(path, name)
         mirror = MirrorJobOperator(
-            config_file=path, flow_name=name, steps="mirror,validate", task_id="mirror",
-            doc_md="The PySpark job (spark_jobs/mirror_batch.py) mirrors the stored plan, then "
-                   "checks the target in the same JVM; skipped when the plan is empty.",
-            application=str(JOB_SCRIPT), conn_id=flow.get("mirrorflow.spark.conn.id"),
-            name=f"mirrorflow {name}",
-            application_args=["--config", path, "--flow", name, "--plan-id",
-                              "{{ ti.xcom_pull(task_ids='plan')['plan_id'] }}",
-                              "--run-id", "{{ run_id }}", "--no-fail-on-validation"],
-            conf={"spark.ui.showConsoleProgress": "false"},
-            env_vars={"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)},
-            pool=SPARK_POOL)
+            config_file=path, flow_name=name, conn_id=flow.get("mirrorflow.spark.conn.id"),
+            task_id="mirror", pool=SPARK_POOL,
+            doc_md="The Spark job mirrors the stored plan (Spark's Kafka source, each range "
+                   "written by the task that reads it), then checks the target, on the "
+                   "connection's Spark (Spark Connect, or spark-submit); skipped when the "
+                   "plan is empty.")
         validate = task(task_id="validate",
                         doc_md="The completeness proof's verdict (Great Expectations: counts, "
                                "digests, duplicates, gaps, offset syncs, checkpoints). A "

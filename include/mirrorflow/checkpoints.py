@@ -7,10 +7,11 @@ Checkpoint records to ``<source>.checkpoints.internal`` on the target. With
 consumer groups: only for groups that are idle there (EMPTY or DEAD), and only forward.
 
 Translation rule (MM2 moves a consumer at most one offset past the nearest sync; here the
-syncs are exact, see :mod:`mirrorflow.offset_syncs`): inside mirrored data a committed
-offset translates exactly; beyond the last mirrored record it translates to the end of
-what has been mirrored; before the first sync it is not translated. So a consumer that
-fails over never skips a record it had not processed on the source.
+syncs are exact and kept in the flow's history, see :mod:`mirrorflow.offset_syncs`):
+inside mirrored data a committed offset translates exactly; beyond the last mirrored
+record it translates to the end of what has been mirrored; before the first sync it is not
+translated. So a consumer that fails over never skips a record it had not processed on the
+source, and re-reads none it had.
 """
 
 from __future__ import annotations
@@ -66,23 +67,37 @@ def committed_offsets(cluster, group: str) -> dict[tuple[str, int], tuple[int, s
 
 
 def compute(config: MirrorConfig, flow: FlowConfig) -> list[Checkpoint]:
-    """Checkpoints for every selected group and mirrored partition that can be translated."""
-    syncs = offset_syncs.read(config, flow)
+    """Checkpoints for every selected group and mirrored partition that can be translated,
+    emitted as ``MirrorCheckpointTask.checkpointIsMoreRecent`` decides: the first one of a
+    group's partition, one whose downstream offset advanced, and one whose upstream offset
+    moved back (the group was rewound on the source to reprocess: its checkpoint follows it
+    back). A repeated or downstream-rewinding checkpoint is not emitted."""
+    from mirrorflow.remote import latest_checkpoints
+
+    syncs = offset_syncs.history(config, flow)
     topic_filter = flow.topic_filter()
     policy = flow.policy()
     source = config.cluster(flow.source)
+    last = latest_checkpoints(config.cluster(flow.target), flow.source, policy)
     checkpoints = []
     for group in select_groups(config, flow):
         for (topic, partition), (offset, metadata) in sorted(
                 committed_offsets(source, group).items()):
-            if not topic_filter.should_replicate(topic):
+            if not topic_filter.should_replicate(topic) or (topic, partition) not in syncs:
                 continue
-            downstream = offset_syncs.translate(syncs.get((topic, partition), []), offset)
+            downstream = syncs[(topic, partition)].translate(offset)
             if downstream is None:
                 continue
-            checkpoints.append(Checkpoint(group, policy.format_remote_topic(flow.source, topic),
-                                          partition, offset, downstream, metadata))
+            remote = policy.format_remote_topic(flow.source, topic)
+            checkpoint = Checkpoint(group, remote, partition, offset, downstream, metadata)
+            if _more_recent(checkpoint, last.get((group, remote, partition))):
+                checkpoints.append(checkpoint)
     return checkpoints
+
+
+def _more_recent(checkpoint: Checkpoint, previous: Checkpoint | None) -> bool:
+    return (previous is None or checkpoint.upstream_offset < previous.upstream_offset
+            or checkpoint.downstream_offset > previous.downstream_offset)
 
 
 def emit(config: MirrorConfig, flow: FlowConfig, checkpoints: list[Checkpoint]) -> int:
@@ -97,7 +112,7 @@ def _why_active(admin, group: str) -> str | None:
     """Why a target group must be left alone, or None when it is idle.
 
     As MirrorCheckpointTask does, only EMPTY and DEAD groups (or unknown ones) are synced:
-    the state decides, because Tansu describes an active group with no members listed.
+    the group's state decides.
     """
     from confluent_kafka import ConsumerGroupState
 
@@ -114,16 +129,23 @@ def _why_active(admin, group: str) -> str | None:
     return f"state {description.state.name}" + (f", {members} member(s)" if members else "")
 
 
-def sync_group_offsets(config: MirrorConfig, flow: FlowConfig,
-                       checkpoints: list[Checkpoint]) -> list[GroupSync]:
-    """Commit translated offsets to idle target groups, never rewinding one."""
+def sync_group_offsets(config: MirrorConfig, flow: FlowConfig) -> list[GroupSync]:
+    """Commit the newest checkpoints' offsets to the same groups on the target when they
+    are idle there, never rewinding one (MirrorCheckpointTask.syncGroupOffset: the
+    checkpoint store decides, whatever this run emitted)."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    from mirrorflow.remote import latest_checkpoints
 
     target = config.cluster(flow.target)
     admin = clients.admin_client(target)
+    include = compile_pattern_list(flow.get("groups"))
+    exclude = compile_pattern_list(flow.get("groups.exclude"))
     by_group: dict[str, list[Checkpoint]] = {}
-    for checkpoint in checkpoints:
-        by_group.setdefault(checkpoint.group, []).append(checkpoint)
+    for (group, _, _), checkpoint in sorted(latest_checkpoints(target, flow.source,
+                                                               flow.policy()).items()):
+        if include.fullmatch(group) and not exclude.fullmatch(group):
+            by_group.setdefault(group, []).append(checkpoint)
     outcomes = []
     for group, items in sorted(by_group.items()):
         outcome = GroupSync(group)

@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mirrorflow import localcluster
-from mirrorflow.config import FLOW_PROPERTIES, ConfigError, FlowConfig, MirrorConfig, load_config
+from mirrorflow.config import FLOW_PROPERTIES, FlowConfig, MirrorConfig, load_config
+from mirrorflow.errors import MirrorflowError
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -238,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
-    except (ConfigError, localcluster.LocalClusterError, ValueError, RuntimeError) as exc:
+    except MirrorflowError as exc:
         print(f"mirrorflow: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
 

@@ -137,9 +137,10 @@ def new_client(kind, config: dict[str, Any], where: str):
         raise ClientConfigError(f"{where}: {redact(str(exc), config)}") from None
 
 
-def client_config(cluster: ClusterConfig, role: str, **extra: Any) -> dict[str, Any]:
-    """Full librdkafka config for a role on a cluster (extra settings win), with
-    ``${provider:path:key}`` secrets resolved (errors name the property, not the value)."""
+def java_client_config(cluster: ClusterConfig, role: str) -> dict[str, str]:
+    """The Java client's settings for a role on a cluster, as the MM2 file writes them,
+    with ``${provider:path:key}`` secrets resolved (errors name the property, not the
+    value): what Spark's Kafka source (a Java client) takes as ``kafka.*`` options."""
     from mirrorflow.secrets import SecretError, resolve
 
     resolved = {}
@@ -148,7 +149,14 @@ def client_config(cluster: ClusterConfig, role: str, **extra: Any) -> dict[str, 
             resolved[key] = resolve(value, cluster.providers)
         except SecretError as exc:
             raise SecretError(f"cluster {cluster.alias!r}, {role} setting {key!r}: {exc}") from None
-    config = librdkafka_config(resolved, f"cluster {cluster.alias!r}, {role} client")
+    return resolved
+
+
+def client_config(cluster: ClusterConfig, role: str, **extra: Any) -> dict[str, Any]:
+    """Full librdkafka config for a role on a cluster (extra settings win), secrets
+    resolved and Java names translated."""
+    config = librdkafka_config(java_client_config(cluster, role),
+                               f"cluster {cluster.alias!r}, {role} client")
     config.update(extra)
     return config
 

@@ -24,7 +24,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,13 @@ from mirrorflow.policy import (
     TopicFilter,
     load_policy,
 )
-from mirrorflow.properties import Entry, PropertiesSyntaxError, load_properties, parse_properties
+from mirrorflow.properties import (
+    Entry,
+    PropertiesSyntaxError,
+    decode_properties,
+    load_properties,
+    parse_properties,
+)
 
 log = logging.getLogger(__name__)
 
@@ -374,6 +380,14 @@ _SPECS = [
         origin="mirrorflow",
     ),
     PropertySpec(
+        "mirrorflow.transaction.records",
+        "100000",
+        _as_positive_int,
+        "Records per writer transaction (also bounded to 64 MiB): each commits its records "
+        "with the range's resume position, so a retry redoes at most one transaction.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
         "mirrorflow.records.per.spark.partition",
         "250000",
         _as_positive_int,
@@ -567,6 +581,8 @@ class MirrorConfig:
     path: Path | None
     digest: str
     warnings: tuple[str, ...] = ()
+    text: str = ""  # the file as read: what a Spark worker parses again
+
 
     def enabled_flows(self) -> list[FlowConfig]:
         return [f for f in self.flows.values() if f.enabled]
@@ -605,7 +621,8 @@ def load_config(path: str | Path) -> MirrorConfig:
         entries = load_properties(path)
     except PropertiesSyntaxError as exc:
         raise ConfigError(str(exc)) from None
-    return resolve(entries, path=path, digest=hashlib.sha256(text).hexdigest())
+    config = resolve(entries, path=path, digest=hashlib.sha256(text).hexdigest())
+    return replace(config, text=decode_properties(text))
 
 
 def parse_config(text: str) -> MirrorConfig:
@@ -614,7 +631,8 @@ def parse_config(text: str) -> MirrorConfig:
         entries = parse_properties(text)
     except PropertiesSyntaxError as exc:
         raise ConfigError(str(exc)) from None
-    return resolve(entries, path=None, digest=hashlib.sha256(text.encode()).hexdigest())
+    config = resolve(entries, path=None, digest=hashlib.sha256(text.encode()).hexdigest())
+    return replace(config, text=text)
 
 
 def resolve(entries: list[Entry], *, path: Path | None, digest: str) -> MirrorConfig:

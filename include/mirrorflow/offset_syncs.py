@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.internal_topics import CompactedTopic, read_log
@@ -72,7 +73,9 @@ def read(config: MirrorConfig, flow: FlowConfig) -> dict[TopicPart, list[OffsetS
 
 
 def translate(syncs: list[OffsetSync], upstream: int) -> int | None:
-    """The downstream offset for a consumer whose next upstream record is ``upstream``.
+    """The downstream offset for a consumer whose next upstream record is ``upstream``,
+    from mirrorflow's exact syncs (pairs wherever the distance changes, and each range's
+    last record).
 
     Exact inside mirrored data; past the last mirrored record, the end of what has been
     mirrored (never beyond); None before the first sync (cannot be translated).
@@ -88,3 +91,44 @@ def translate(syncs: list[OffsetSync], upstream: int) -> int | None:
     if i + 1 < len(syncs):
         return min(estimate, syncs[i + 1].downstream_offset)
     return estimate
+
+
+def translate_mm2(syncs: list[OffsetSync], upstream: int) -> int | None:
+    """MM2's rule (``OffsetSyncStore.translateDownstream``) for syncs MM2 wrote, which are
+    ``offset.lag.max`` apart: the downstream offset of the nearest sync at or below
+    ``upstream``, plus one if ``upstream`` is past it; None before the first sync."""
+    i = bisect.bisect_right([s.upstream_offset for s in syncs], upstream) - 1
+    if i < 0:
+        return None
+    here = syncs[i]
+    return here.downstream_offset + (1 if upstream > here.upstream_offset else 0)
+
+
+@dataclass(frozen=True)
+class SyncHistory:
+    """One source partition's syncs: mirrorflow's exact ones (from the flow's history)
+    and, below them, those MM2 wrote before mirrorflow took the flow over."""
+
+    exact: list[OffsetSync]
+    mm2: list[OffsetSync]
+
+    def translate(self, upstream: int) -> int | None:
+        if self.exact and upstream >= self.exact[0].upstream_offset:
+            return translate(self.exact, upstream)
+        return translate_mm2(self.mm2, upstream)
+
+
+def history(config: MirrorConfig, flow: FlowConfig) -> dict[TopicPart, SyncHistory]:
+    """Per source partition, the syncs to translate with: the flow's own history (kept
+    whatever compaction does to the offset-syncs topic) over MM2's syncs in that topic."""
+    from mirrorflow.history import HistoryStore
+
+    _, kept = HistoryStore(config.cluster(flow.target), flow.source).read()
+    written = read(config, flow)
+    out = {}
+    for tp in set(kept) | set(written):
+        exact = [OffsetSync(tp[0], tp[1], u, d) for u, d in kept.get(tp, [])]
+        floor = exact[0].upstream_offset if exact else None
+        older = [s for s in written.get(tp, []) if floor is None or s.upstream_offset < floor]
+        out[tp] = SyncHistory(exact, older)
+    return out

@@ -76,7 +76,6 @@ class Plan:
     flow: str
     run_id: str
     created_ms: int
-    config_digest: str
     ranges: tuple[Range, ...]
     gaps: tuple[Gap, ...] = field(default_factory=tuple)
 
@@ -88,7 +87,7 @@ class Plan:
         doc = json.loads(text)
         return cls(
             plan_id=doc["plan_id"], flow=doc["flow"], run_id=doc["run_id"],
-            created_ms=doc["created_ms"], config_digest=doc["config_digest"],
+            created_ms=doc["created_ms"],
             ranges=tuple(Range(**r) for r in doc["ranges"]),
             gaps=tuple(Gap(**g) for g in doc.get("gaps", ())),
         )
@@ -326,7 +325,7 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     return Plan(
         plan_id=f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}",
         flow=flow.name, run_id=run_id, created_ms=int(time.time() * 1000),
-        config_digest=config.digest, ranges=tuple(ranges), gaps=tuple(gaps),
+        ranges=tuple(ranges), gaps=tuple(gaps),
     )
 
 

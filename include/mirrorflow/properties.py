@@ -105,11 +105,14 @@ def parse_properties(text: str) -> list[Entry]:
     return entries
 
 
-def load_properties(path: str | Path) -> list[Entry]:
-    """Read a properties file. Java reads ISO-8859-1; UTF-8 is accepted as a superset here."""
-    data = Path(path).read_bytes()
+def decode_properties(data: bytes) -> str:
+    """A properties file's text. Java reads ISO-8859-1; UTF-8 is accepted as a superset."""
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
-        text = data.decode("latin-1")
-    return parse_properties(text)
+        return data.decode("latin-1")
+
+
+def load_properties(path: str | Path) -> list[Entry]:
+    """Read a properties file (see :func:`decode_properties`)."""
+    return parse_properties(decode_properties(Path(path).read_bytes()))

@@ -20,9 +20,17 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mirrorflow import checkpoints, heartbeats, metrics, offset_syncs, reports, topic_sync
+from mirrorflow import (
+    checkpoints,
+    heartbeats,
+    history,
+    ledger,
+    metrics,
+    offset_syncs,
+    reports,
+    topic_sync,
+)
 from mirrorflow.config import FlowConfig, MirrorConfig, load_config
-from mirrorflow.errors import MirrorflowError
 from mirrorflow.lease import FlowLease
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.plan import Plan, PlanStore, discover_topics, plan_run
@@ -33,14 +41,12 @@ from mirrorflow.spark.job import (
     VALIDATION_MARKER,
     run_steps,
 )
+from mirrorflow.spark.mirror import MirrorJobError
+from mirrorflow.spark.session import get_session, is_connect
 from mirrorflow.spark.submit import submit_command
 from mirrorflow.validate import Validation
 
 log = logging.getLogger(__name__)
-
-
-class MirrorJobError(MirrorflowError):
-    """The Spark job failed or left no result; nothing was committed."""
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,8 @@ class RunResult:
 def mirror_step(config_path: str, flow: FlowConfig, plan: Plan, master: str | None = None,
                 timeout: float | None = None, run_id: str | None = None,
                 ) -> tuple[dict, Validation | None]:
-    """Run the Spark job (mirror, then validate, in one JVM) on the plan; return the stored
-    result and the validation, which may have failed."""
+    """Run the Spark job (mirror, then validate, in one JVM) on the plan with
+    ``spark-submit``; return the stored result and the validation, which may have failed."""
     with tempfile.TemporaryDirectory(prefix="mirrorflow-submit-") as work_dir:
         command = submit_command(config_path, flow.name, plan.plan_id,
                                  master or flow.get("mirrorflow.spark.master"), Path(work_dir),
@@ -119,7 +125,7 @@ def mirror_step(config_path: str, flow: FlowConfig, plan: Plan, master: str | No
 
 def summarize(flow: FlowConfig, plan: Plan, result: dict | None,
               resumed: bool = False) -> RunResult:
-    """The run's figures from the job's result, checking the result covers the plan."""
+    """The run's figures from the plan's result, checking the result covers the plan."""
     if result is None:
         raise MirrorJobError(f"flow {flow.name}: plan {plan.plan_id} has no result; the mirror "
                              "job did not finish, nothing was committed")
@@ -127,38 +133,71 @@ def summarize(flow: FlowConfig, plan: Plan, result: dict | None,
     report = RunResult(flow.name, plan.run_id, plan.plan_id, resumed,
                        gaps=[asdict(g) for g in plan.gaps])
     for rng in plan.ranges:
-        r = by_tp.get((rng.topic, rng.partition), {})
-        read, written, skipped = (r.get("records_read", 0), r.get("records_written", 0),
-                                  r.get("records_skipped", 0))
-        if read != written + skipped:
-            raise MirrorJobError(
-                f"flow {flow.name}: {rng.topic}[{rng.partition}] read {read} records but "
-                f"wrote {written} and skipped {skipped}; nothing was committed")
+        r = by_tp.get((rng.topic, rng.partition))
+        if r is None:
+            raise MirrorJobError(f"flow {flow.name}: plan {plan.plan_id} has no result for "
+                                 f"{rng.topic}[{rng.partition}]; nothing was committed")
+        report.gaps += [{"topic": rng.topic, "partition": rng.partition, "start": a, "end": b}
+                        for a, b in r.get("gaps", [])]
         report.partitions.append(PartitionReport(
-            rng.topic, rng.partition, rng.remote_topic, rng.start, rng.end, written,
-            r.get("bytes_written", 0), skipped, r.get("first_downstream"),
-            r.get("last_downstream"), r.get("record_age_ms"), r.get("replication_latency_ms"),
-            r.get("write_seconds", 0.0)))
-        report.records += written
+            rng.topic, rng.partition, rng.remote_topic, rng.start, rng.end, r["records"],
+            r.get("bytes_written", 0), r["records"] - r.get("records_written", 0),
+            r.get("first_downstream"), r.get("last_downstream"), r.get("record_age_ms"),
+            r.get("replication_latency_ms"), r.get("write_seconds", 0.0)))
+        report.records += r["records"]
         report.bytes += r.get("bytes_written", 0)
     return report
 
 
+def record_history(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
+                   validation: Validation | None) -> None:
+    """Add the plan to the flow's history: the remote offsets its records occupy, how far
+    the check proved each remote partition, the positions being committed, its syncs."""
+    target = config.cluster(flow.target)
+    store = history.HistoryStore(target, flow.source, flow.get("replication.factor"))
+    remote, syncs = store.read()
+    ends = validation.verified_ends() if validation is not None else {}
+    positions = plan.positions
+    changed: dict[tuple[str, int], history.RemotePartition] = {}
+    for r in result["ranges"]:
+        rp = (r["remote_topic"], r["partition"])
+        item = remote.get(rp) or history.RemotePartition(*rp)
+        item.owned = history.merge_spans([*item.owned, *(tuple(s) for s in r["owned"])])
+        item.position = positions.get((r["topic"], r["partition"]), item.position)
+        changed[rp] = item
+        pairs = [tuple(s) for s in r["syncs"]]
+        if pairs:
+            kept = [s for s in syncs.get((r["topic"], r["partition"]), [])
+                    if s[0] < pairs[0][0]]  # a reset invalidates later syncs, as MM2 does
+            syncs[(r["topic"], r["partition"])] = kept + pairs
+    for rp, end in ends.items():
+        item = changed.get(rp) or remote.get(rp) or history.RemotePartition(*rp)
+        item.verified_end = end
+        changed[rp] = item
+    touched = {(r["topic"], r["partition"]) for r in result["ranges"] if r["syncs"]}
+    store.write(changed.values(), {tp: syncs[tp] for tp in touched})
+
+
 def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan,
                 resumed: bool = False) -> RunResult:
-    """Check the job's result covers the plan, then commit positions and close the plan."""
+    """Check the job's result covers the plan, then emit offset syncs, record the
+    history, commit positions and close the plan, in that order: a crash in between
+    repeats the steps done, never loses one."""
     store = PlanStore(config, flow)
     result = store.result(plan.plan_id)
     report = summarize(flow, plan, result, resumed)
+    stored = store.validation(plan.plan_id)
+    passed = Validation.from_dict(stored) if stored and stored.get("success") else None
     if flow.get("emit.offset-syncs.enabled"):
-        # Before the positions: a crash in between re-emits the same syncs, never loses them.
         report.offset_syncs = offset_syncs.emit(
             config, flow, offset_syncs.syncs_from_results(result["ranges"]))
+    record_history(config, flow, plan, result, passed)
     positions = plan.positions
     if positions:
         OffsetStore(config.cluster(flow.target), flow.source,
                     flow.get("replication.factor")).commit(positions)
     store.mark_committed(plan)
+    ledger.drop_spans(config.cluster(flow.target), flow.source, plan.plan_id)
     return report
 
 
@@ -203,7 +242,7 @@ def checkpoint_step(config: MirrorConfig, flow: FlowConfig, report: RunResult) -
         report.checkpoint_latency_ms = checkpoint_latency(computed, started)
     if flow.get("sync.group.offsets.enabled"):
         report.group_sync = [asdict(g) for g in
-                             checkpoints.sync_group_offsets(config, flow, computed)]
+                             checkpoints.sync_group_offsets(config, flow)]
 
 
 def publish(config: MirrorConfig, flow: FlowConfig, run_id: str, summary: dict) -> dict:
@@ -224,9 +263,10 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
     holding the flow's lease throughout (its Spark job joins it). A failed validation
     raises ValidationError before anything is committed.
 
-    The Spark job is submitted (``master``, else ``mirrorflow.spark.master``) unless a
-    running SparkSession is given as ``spark`` (a notebook, a pyspark shell): then its
-    steps run in that session."""
+    Spark: a running SparkSession given as ``spark`` (a notebook, a pyspark shell, a
+    test) runs the job's steps in it; else ``master`` (default
+    ``mirrorflow.spark.master``): an ``sc://`` URL runs them here as a Spark Connect
+    client of that (warm) server, anything else is a ``spark-submit`` of the job."""
     started = time.monotonic()
     config = load_config(config_path)
     flow = config.flow(flow_name)
@@ -236,9 +276,11 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
                                  max_records=max_records)
         validation = None
+        master = master or flow.get("mirrorflow.spark.master")
+        if plan.ranges and spark is None and is_connect(master):
+            spark = get_session(master)
         if plan.ranges and spark is not None:
-            result, validation = run_steps(spark, str(config_path), config, flow, plan,
-                                           run_id=run_id)
+            result, validation = run_steps(spark, config, flow, plan, run_id=run_id)
         elif plan.ranges:
             result, validation = mirror_step(str(config_path), flow, plan, master, run_id=run_id)
         else:

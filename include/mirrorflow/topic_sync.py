@@ -52,8 +52,13 @@ class MetadataSyncResult:
 # --------------------------------------------------------------------------- decisions
 
 
-def _source_name(entry: Any) -> str:
+def config_source(entry: Any) -> str:
+    """Where a config entry's value comes from (confluent-kafka gives the enum's number)."""
+    from confluent_kafka.admin import ConfigSource
+
     source = getattr(entry, "source", None)
+    if isinstance(source, int):
+        return ConfigSource(source).name
     return getattr(source, "name", str(source))
 
 
@@ -62,7 +67,7 @@ def replicable_configs(entries: Mapping[str, Any], exclude: Iterable[str]) -> di
     pattern = compile_pattern_list(tuple(exclude))
     return {name: e for name, e in entries.items()
             if not e.is_read_only and not e.is_sensitive
-            and _source_name(e) != STATIC_BROKER_CONFIG and not pattern.fullmatch(name)}
+            and config_source(e) != STATIC_BROKER_CONFIG and not pattern.fullmatch(name)}
 
 
 def new_topic_configs(entries: Mapping[str, Any], exclude: Iterable[str],

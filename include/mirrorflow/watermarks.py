@@ -9,6 +9,7 @@ therefore ends at the LSO and never waits on an open transaction.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -37,8 +38,12 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
                      isolation: str = READ_COMMITTED, timeout: float = 30.0,
                      ) -> dict[TopicPart, Watermarks]:
     """The log start and the end (for ``isolation``) of every partition."""
-    from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+    from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
+
+    settling = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                 KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT,
+                 KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT)
 
     wanted = sorted(set(partitions))
     if not wanted:
@@ -46,17 +51,27 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
     level = (IsolationLevel.READ_COMMITTED if isolation == READ_COMMITTED
              else IsolationLevel.READ_UNCOMMITTED)
     admin = clients.admin_client(cluster)
-    found: dict[str, dict[TopicPart, int]] = {}
+    deadline = time.monotonic() + timeout
+    found: dict[str, dict[TopicPart, int]] = {"low": {}, "high": {}}
     for name, spec in (("low", OffsetSpec.earliest()), ("high", OffsetSpec.latest())):
-        futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in wanted},
-                                     isolation_level=level, request_timeout=timeout)
-        found[name] = {}
-        for tp, future in futures.items():
-            try:
-                found[name][(tp.topic, tp.partition)] = future.result(timeout=timeout).offset
-            except KafkaException as exc:
-                raise WatermarkError(
-                    f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}): cannot list "
-                    f"the offsets of {tp.topic}[{tp.partition}]: {exc.args[0].str()}") from None
+        pending = list(wanted)
+        while pending:
+            futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in pending},
+                                         isolation_level=level, request_timeout=timeout)
+            pending = []
+            for tp, future in futures.items():
+                try:
+                    found[name][(tp.topic, tp.partition)] = future.result(timeout).offset
+                except KafkaException as exc:
+                    # Leadership settling (a new topic, a restarted broker) is retried.
+                    if exc.args[0].code() in settling and time.monotonic() < deadline:
+                        pending.append((tp.topic, tp.partition))
+                        continue
+                    raise WatermarkError(
+                        f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}): cannot "
+                        f"list the offsets of {tp.topic}[{tp.partition}]: "
+                        f"{exc.args[0].str()}") from None
+            if pending:
+                time.sleep(0.1)
     return {tp: Watermarks(found["low"][tp], max(found["high"][tp], found["low"][tp]))
             for tp in wanted}

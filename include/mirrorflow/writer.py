@@ -1,48 +1,52 @@
 """Writing one planned range to its remote partition, exactly once.
 
-The mirror is the only writer of a remote topic, so the remote partition itself records
-how far an earlier attempt of the same plan got. A writer:
+A writer runs in the Spark task that reads its range (:mod:`mirrorflow.spark.mirror`):
+the records enter Python once, as Arrow batches, and leave through a librdkafka producer.
 
-1. **fences** every earlier writer of the partition: its producer's ``transactional.id``
-   is fixed per remote partition, and ``init_transactions`` bumps the epoch, so a zombie
-   task can write no more and its open transaction is aborted;
-2. **counts** the records a ``read_committed`` reader sees in the remote partition from
-   the plan's ``target_start``: those records of the range are already there;
-3. **skips** that many records of the range and writes the rest, in source order, with
-   key, value, headers and timestamp, committing a transaction every ``chunk_records``.
+1. **Fence**: the producer's ``transactional.id`` is fixed per remote partition and flow,
+   so ``init_transactions`` aborts a zombie's open transaction and stops it writing.
+2. **Resume**: the remote partition's resume position (:mod:`mirrorflow.ledger`), read
+   after fencing, says which upstream offset this plan's writing reached; records below
+   it are already on the target and are skipped.
+3. **Write** the rest in source order (key, value, headers, timestamp), a transaction
+   per ``chunk_records`` records or ``chunk_bytes`` bytes. Each transaction also carries
+   its span records and the new resume position, so data and position commit together.
 
-On Apache Kafka, ``read_committed`` hides aborted records, so step 2 counts only what
-consumers will see and step 3 rewrites what an aborted attempt lost. On Tansu, which shows
-aborted records to every reader, step 2 counts them as present, and they are: every
-consumer sees them. Either way each record ends up on the target exactly once as the
-target's consumers see it. Where the target refuses transactions and
-``exactly.once.support = requested``, the writer falls back to an idempotent producer
-(no zombie fencing) and says so in its result; ``required`` fails instead.
+Records are produced straight from the Arrow batch. Normally only the first and last
+record of each produced slice carry a delivery callback: a slice's remote offsets are
+contiguous unless another producer's batch landed inside it (a second flow writing the
+same remote partition, or anything else). When that happens the transaction is aborted
+and written again with a callback on every record, and the writer stays that careful:
+the span records then say exactly which remote offsets hold this flow's records.
 
-Speed: records are produced straight from the Arrow batch; only the first and last record
-of each produced span (a slice of a batch inside one transaction) carry a delivery
-callback. A span's remote offsets are contiguous (one producer, one partition, one
-transaction), so its two offsets give every record's, and the offset syncs follow without
-per-record Python work. A gap means another producer wrote to the remote partition, and
-the write fails. Failed deliveries fail the transaction's commit, which names the span.
-Without transactions every record carries a callback, to name the failed offset.
+A first upstream offset beyond where the range (or its resume position) starts means the
+source lost records; the source's log start tells retention from compaction, and
+retention either fails the write, naming the offsets (``failOnDataLoss = true``), or is
+recorded as a gap of the range's result.
+
+Where the target refuses transactions and ``exactly.once.support = requested``, the
+writer falls back to an idempotent producer and commits spans and position after each
+chunk: at-least-once (a crash between a chunk and its position writes the chunk again,
+which the completeness check then reports as duplicates); ``required`` fails instead.
 """
 
 from __future__ import annotations
 
-import collections
 import functools
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mirrorflow import clients, ledger
+from mirrorflow.config import ClusterConfig
 from mirrorflow.errors import MirrorflowError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CHUNK_RECORDS = 100_000
+DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024
 TIMEOUT_S = 60.0
+TRANSACTION_TIMEOUT_MS = 120_000
 _PRODUCER_DEFAULTS = {
     "linger.ms": 20,
     "batch.size": 1_000_000,
@@ -54,8 +58,70 @@ _PRODUCER_DEFAULTS = {
 }
 
 
+def _no_transactions() -> tuple[int, ...]:
+    """Errors by which a cluster says it will not run this producer's transactions."""
+    from confluent_kafka import KafkaError
+
+    return (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.UNSUPPORTED_VERSION,
+            KafkaError._UNSUPPORTED_FEATURE)
+
+
 class WriteError(MirrorflowError):
     """A range could not be written; the message names topic, partition and offset."""
+
+
+class DataLossError(WriteError):
+    """Records of a range were removed from the source before they were written."""
+
+
+@dataclass(frozen=True)
+class WriteTask:
+    """One planned range, as the Spark task that writes it sees it."""
+
+    flow: str
+    plan_id: str
+    topic: str
+    partition: int
+    remote_topic: str
+    start: int
+    end: int
+    max_message_bytes: int | None = None
+    fail_on_data_loss: bool = True
+    exactly_once: str = "requested"
+    chunk_records: int = 100_000
+
+    @property
+    def source_alias(self) -> str:
+        return self.flow.split("->", 1)[0]
+
+
+@dataclass
+class TimestampStats:
+    """Record timestamps (ms) of records not yet measured: count, min, max, sum."""
+
+    count: int = 0
+    min: float = float("inf")
+    max: float = float("-inf")
+    total: float = 0.0
+
+    def add_column(self, column) -> None:
+        """Fold an Arrow timestamp column in (nulls skipped)."""
+        import pyarrow.compute as pc
+
+        micros = column.cast("int64")
+        n = len(micros) - micros.null_count
+        if not n:
+            return
+        bounds = pc.min_max(micros).as_py()
+        self.count += n
+        self.min = min(self.min, bounds["min"] / 1000)
+        self.max = max(self.max, bounds["max"] / 1000)
+        self.total += pc.sum(micros).as_py() / 1000
+
+    def merged(self, other: TimestampStats) -> TimestampStats:
+        return TimestampStats(self.count + other.count, min(self.min, other.min),
+                              max(self.max, other.max), self.total + other.total)
 
 
 @dataclass
@@ -85,246 +151,154 @@ class AgeStats:
 
 
 @dataclass
-class TimestampStats:
-    """Record timestamps (ms) of records not yet measured: count, min, max, sum."""
-
-    count: int = 0
-    min: float = float("inf")
-    max: float = float("-inf")
-    total: float = 0.0
-
-    def add_column(self, column) -> None:
-        """Fold an Arrow timestamp column in (nulls skipped)."""
-        import pyarrow.compute as pc
-
-        micros = column.cast("int64")
-        n = len(micros) - micros.null_count
-        if not n:
-            return
-        bounds = pc.min_max(micros).as_py()
-        self.count += n
-        self.min = min(self.min, bounds["min"] / 1000)
-        self.max = max(self.max, bounds["max"] / 1000)
-        self.total += pc.sum(micros).as_py() / 1000
-
-
-@dataclass
 class RangeResult:
-    """What one writer did for one range; the offset-sync pairs go to the next step."""
+    """What one attempt's writer did for one range (the ledger holds what every attempt
+    wrote; this holds this attempt's figures and findings)."""
 
     topic: str
     partition: int
     remote_topic: str
     start: int
     end: int
-    records_read: int = 0
+    resumed_from: int = 0
     records_written: int = 0
-    records_skipped: int = 0
     bytes_written: int = 0
     first_downstream: int | None = None
     last_downstream: int | None = None
-    syncs: list[tuple[int, int]] = field(default_factory=list)
     transactional: bool = False
+    gaps: list[tuple[int, int]] = field(default_factory=list)
     record_age_ms: dict[str, float] | None = None
     replication_latency_ms: dict[str, float] | None = None
     write_seconds: float = 0.0
 
+    def to_dict(self) -> dict:
+        return asdict(self)
+
 
 def transactional_id(flow_name: str, remote_topic: str, partition: int) -> str:
-    """Fixed per remote partition: a new writer fences every earlier one."""
+    """Fixed per flow and remote partition: a new writer fences every earlier one."""
     return f"mirrorflow|{flow_name}|{remote_topic}|{partition}"
-
-
-def visible_offsets(conf: dict[str, Any], topic: str, partition: int, start: int,
-                    timeout: float = TIMEOUT_S) -> list[int]:
-    """Offsets of the records a read_committed reader sees in topic[partition] from
-    ``start`` to the end (their count is how much of the range is already there)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    from mirrorflow.clients import new_client
-
-    # A short fetch wait: the scan usually finds the end at once (nothing written yet), and
-    # the default 500 ms would be paid by every write task.
-    consumer = new_client(Consumer, {
-        **conf, "group.id": "mirrorflow-writer", "enable.auto.commit": False,
-        "enable.partition.eof": True, "isolation.level": "read_committed",
-        "fetch.wait.max.ms": 10}, f"reading {topic}[{partition}] on the target")
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        offsets: list[int] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=10_000, timeout=0.05):
-                err = msg.error()
-                if err is None:
-                    offsets.append(msg.offset())
-                elif err.code() == KafkaError._PARTITION_EOF:
-                    return offsets
-                else:
-                    raise WriteError(f"counting {topic}[{partition}] from {start}: {err.str()}")
-        raise WriteError(f"counting {topic}[{partition}] from {start}: no end within "
-                         f"{timeout:.0f}s")
-    finally:
-        consumer.close()
 
 
 class PartitionWriter:
     """Writes one range (see the module's note). Use: open(), write_batch()..., close()."""
 
-    def __init__(self, producer_conf: dict[str, Any], consumer_conf: dict[str, Any],
-                 topic: str, partition: int, remote_topic: str,
-                 start: int, end: int, target_start: int, flow_name: str,
-                 exactly_once: str = "requested", chunk_records: int = DEFAULT_CHUNK_RECORDS,
-                 max_message_bytes: int | None = None):
-        self.producer_conf = producer_conf
-        self.consumer_conf = consumer_conf
-        self.remote_topic = remote_topic
-        self.partition = partition
-        self.target_start = target_start
-        self.flow_name = flow_name
-        self.exactly_once = exactly_once
-        self.chunk_records = chunk_records
-        self.max_message_bytes = max_message_bytes
-        self.result = RangeResult(topic, partition, remote_topic, start, end)
+    def __init__(self, task: WriteTask, target: ClusterConfig, source: ClusterConfig,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+        self.task = task
+        self.target = target
+        self.source = source
+        self.chunk_records = task.chunk_records
+        self.chunk_bytes = chunk_bytes
+        self.result = RangeResult(task.topic, task.partition, task.remote_topic, task.start,
+                                  task.end)
+        self.careful = False  # a callback per record, once another producer interleaved
         self._producer = None
-        self._to_skip = 0
-        self._present: collections.deque[int] = collections.deque()
-        self._in_txn = 0
-        self._spans: collections.deque[_Span] = collections.deque()
-        self._last_delta: int | None = None
-        self._last_pair: tuple[int, int] | None = None
-        self._errors: list[str] = []
+        self._group = None
+        self._next = task.start  # the next upstream offset to write
+        self._start_checked = False
+        self._txn: list[_Slice] = []  # this transaction's slices, in order
+        self._txn_records = 0
+        self._txn_bytes = 0
+        self._spans_topic = ledger.spans_topic(task.source_alias)
         # Metrics: a record's age when the writer gets it, and when its write is committed.
         self._age = AgeStats()
         self._latency = AgeStats()
         self._uncommitted = TimestampStats()
         self._opened = 0.0
 
+    @property
+    def where(self) -> str:
+        return (f"{self.task.topic}[{self.task.partition}] -> "
+                f"{self.task.remote_topic}[{self.task.partition}]")
+
     # -- lifecycle
     def open(self) -> None:
-        from confluent_kafka import KafkaException, Producer
-
-        from mirrorflow.clients import new_client
+        """Fence earlier writers, then find where this plan's writing stopped."""
+        from confluent_kafka import Consumer, KafkaException, Producer
 
         self._opened = time.monotonic()
-        settings = {**_PRODUCER_DEFAULTS, **self.producer_conf, "enable.idempotence": True}
-        if self.max_message_bytes:
+        settings = {**_PRODUCER_DEFAULTS,
+                    **clients.client_config(self.target, "producer"), "enable.idempotence": True}
+        if self.task.max_message_bytes:
             # The remote topic's limit on a record batch is the producer's on a message set.
             settings["message.max.bytes"] = min(int(settings["message.max.bytes"]),
-                                                self.max_message_bytes)
-        txn_id = transactional_id(self.flow_name, self.remote_topic, self.partition)
-        where = f"writing {self.remote_topic}[{self.partition}]"
-        producer = new_client(Producer, {**settings, "transactional.id": txn_id,
-                                         "transaction.timeout.ms": 300_000}, where)
+                                                self.task.max_message_bytes)
+        txn_id = transactional_id(self.task.flow, self.task.remote_topic, self.task.partition)
+        where = f"cluster {self.target.alias!r}, writing {self.task.remote_topic}" \
+                f"[{self.task.partition}]"
+        producer = clients.new_client(Producer, {
+            "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, **settings,
+            "transactional.id": txn_id}, where)
         try:
             producer.init_transactions(TIMEOUT_S)
             self.result.transactional = True
         except KafkaException as exc:
-            if self.exactly_once == "required":
+            if exc.args[0].code() not in _no_transactions():
+                raise WriteError(f"{where}: cannot start transactions: "
+                                 f"{exc.args[0].str()}") from None
+            if self.task.exactly_once == "required":
                 raise WriteError(
-                    f"exactly.once.support = required, but the target refuses transactions "
-                    f"for {self.remote_topic}[{self.partition}]: {exc}") from None
-            log.warning("transactions unavailable for %s[%d] (%s); writing with an idempotent "
-                        "producer, without zombie fencing", self.remote_topic, self.partition,
-                        exc)
-            producer = new_client(Producer, settings, where)
+                    f"exactly.once.support = required, but cluster {self.target.alias!r} "
+                    f"refuses transactions for {self.task.remote_topic}[{self.task.partition}]"
+                    f": {exc.args[0].str()}") from None
+            log.warning("transactions unavailable for %s (%s); writing at-least-once with an "
+                        "idempotent producer", where, exc.args[0].str())
+            producer = clients.new_client(Producer, settings, where)
         self._producer = producer
-        self._present = collections.deque(visible_offsets(
-            self.consumer_conf, self.remote_topic, self.partition, self.target_start))
-        self._to_skip = len(self._present)
-        self.result.records_skipped = self._to_skip
-        if self._to_skip:
-            log.info("%s[%d]: %d records of this range are already on the target; skipping "
-                     "them", self.remote_topic, self.partition, self._to_skip)
+        if self.result.transactional:
+            consumer = clients.new_client(Consumer, {
+                **clients.client_config(self.target, "consumer"),
+                "group.id": ledger.progress_group(self.task.source_alias)}, where)
+            self._group = consumer.consumer_group_metadata()
+            consumer.close()
+        resume = ledger.read_resume(self.target, self.task.source_alias,
+                                    [(self.task.remote_topic, self.task.partition)]).get(
+            (self.task.remote_topic, self.task.partition))
+        if resume is not None and resume.plan_id == self.task.plan_id:
+            self._next = max(resume.next_upstream, self.task.start)
+        self.result.resumed_from = self._next
+        if self._next > self.task.start:
+            log.info("%s: resuming at upstream offset %d (earlier attempts wrote %d..%d)",
+                     self.where, self._next, self.task.start, self._next - 1)
         self._begin()
 
+    @property
+    def complete(self) -> bool:
+        """Every offset of the range is written (or was, by an earlier attempt)."""
+        return self._next >= self.task.end
+
     def write_batch(self, batch) -> None:
-        """Produce the records of one Arrow batch (the Kafka source schema), in order,
-        committing a transaction every ``chunk_records``."""
-        n = batch.num_rows
-        self.result.records_read += n
-        skip = min(self._to_skip, n)
-        self._to_skip -= skip
-        if skip:
-            # Already on the target: pair them with where they are, for exact offset syncs.
-            for upstream in batch.column("offset").slice(0, skip).to_pylist():
-                self._record_pair(upstream, self._present.popleft())
-            if skip == n:
-                return
-            batch = batch.slice(skip)
+        """Write the records of one Arrow batch (Spark's Kafka source schema) that are at
+        or past the resume position, in order."""
+        import numpy as np
+
+        offsets = batch.column("offset").to_numpy()
+        first = int(np.searchsorted(offsets, self._next))
+        if first == batch.num_rows:
+            return
+        batch = batch.slice(first)
+        if not self._start_checked:
+            self._check_start(int(batch.column("offset")[0].as_py()))
         received = TimestampStats()
         received.add_column(batch.column("timestamp"))
         self._age.add(time.time() * 1000, received)
-        self._uncommitted = _merged(self._uncommitted, received)
+        self._uncommitted = self._uncommitted.merged(received)
         done = 0
         while done < batch.num_rows:
-            span = batch.slice(done, self.chunk_records - self._in_txn)
-            self._produce(span)
-            done += span.num_rows
-            self._in_txn += span.num_rows
-            if self._in_txn >= self.chunk_records:
+            room = max(1, self.chunk_records - self._txn_records)
+            piece = batch.slice(done, room)
+            self._produce(piece)
+            done += piece.num_rows
+            if self._txn_records >= self.chunk_records or self._txn_bytes >= self.chunk_bytes:
                 self._commit()
                 self._begin()
+        self._next = int(offsets[-1]) + 1
         self._producer.poll(0)
-        self._settle()
-        self._raise_errors()
-
-    def _produce(self, batch) -> None:
-        """Produce one span (inside one transaction); see the module's note on callbacks."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        from confluent_kafka import KafkaException
-
-        n = batch.num_rows
-        upstream = batch.column("offset").to_numpy()
-        span = _Span(upstream)
-        self._spans.append(span)
-        keys = batch.column("key").to_pylist()
-        values = batch.column("value").to_pylist()
-        millis = pc.fill_null(pc.divide(batch.column("timestamp").cast(pa.int64()), 1000), 0)
-        stamps = millis.to_pylist()
-        headers = _header_lists(batch.column("headers"))
-        every = not self.result.transactional
-        produce, poll = self._producer.produce, self._producer.poll
-        topic, partition, last = self.remote_topic, self.partition, n - 1
-        for i in range(n):
-            callback = (functools.partial(span.delivered, i)
-                        if every or i == 0 or i == last else None)
-            while True:
-                try:
-                    produce(topic, values[i], keys[i], partition=partition, timestamp=stamps[i],
-                            headers=headers[i] if headers else None, on_delivery=callback)
-                    break
-                except BufferError:
-                    poll(0.05)
-                except KafkaException as exc:
-                    raise WriteError(f"cannot write {self.result.topic}[{partition}] offset "
-                                     f"{upstream[i]} to {topic}: {exc.args[0].str()}"
-                                     f"{self._size_hint(exc.args[0])}") from None
-        self.result.records_written += n
-        self.result.bytes_written += (pc.sum(pc.binary_length(batch.column("key"))).as_py() or 0) \
-            + (pc.sum(pc.binary_length(batch.column("value"))).as_py() or 0)
-
-    def _size_hint(self, error) -> str:
-        from confluent_kafka import KafkaError
-
-        if error.code() != KafkaError.MSG_SIZE_TOO_LARGE:
-            return ""
-        limit = self.max_message_bytes
-        return (f" (the record is larger than {self.remote_topic}'s max.message.bytes = "
-                f"{limit} on the target; raise it there, then rerun)" if limit else
-                " (raise the target producer's message.max.bytes, then rerun)")
 
     def close(self) -> RangeResult:
-        """Commit what is left and wait for every acknowledgement."""
+        """Commit what is left and return this attempt's figures."""
         self._commit()
-        self._raise_errors()
-        if self._spans:
-            raise WriteError(f"{self.remote_topic}[{self.partition}]: "
-                             f"{sum(len(s.upstream) for s in self._spans)} records unacknowledged")
-        # Syncs: the first pair of every run of equal distance, and the range's last pair.
-        if self._last_pair is not None and self.result.syncs[-1] != self._last_pair:
-            self.result.syncs.append(self._last_pair)
         self.result.record_age_ms = self._age.summary()
         self.result.replication_latency_ms = self._latency.summary()
         self.result.write_seconds = round(time.monotonic() - self._opened, 3)
@@ -336,106 +310,238 @@ class PartitionWriter:
             try:
                 self._producer.abort_transaction(10)
             except Exception as exc:  # the failure that brought us here matters more
-                log.warning("abort of %s[%d] failed: %s", self.remote_topic, self.partition,
-                            exc)
+                log.warning("abort of %s failed: %s", self.where, exc)
 
-    # -- internals
+    # -- the source's start
+    def _check_start(self, first_offset: int) -> None:
+        """A first record beyond the expected offset: retention, or compaction?"""
+        self._start_checked = True
+        if first_offset <= self._next:
+            return
+        from mirrorflow.watermarks import probe_watermarks
+
+        log_start = probe_watermarks(self.source, [(self.task.topic, self.task.partition)],
+                                     self.source.isolation_level())[
+            (self.task.topic, self.task.partition)].low
+        if log_start <= self._next:
+            return  # compacted away, or transaction markers: nothing was lost
+        gap = (self._next, min(log_start, first_offset))
+        if self.task.fail_on_data_loss:
+            raise DataLossError(
+                f"source {self.task.topic}[{self.task.partition}]: offsets {gap[0]}.."
+                f"{gap[1] - 1} of the planned range {self.task.start}..{self.task.end - 1} "
+                f"were removed by retention before they were mirrored; nothing after them "
+                f"was written. Set {self.task.flow}.failOnDataLoss = false to skip them")
+        log.warning("data loss on %s: offsets %d..%d skipped", self.where, gap[0], gap[1] - 1)
+        self.result.gaps.append(gap)
+
+    # -- producing
+    def _produce(self, batch, careful: bool | None = None) -> None:
+        """Produce one slice inside the open transaction and keep it for the spans."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from confluent_kafka import KafkaException
+
+        careful = self.careful if careful is None else careful
+        n = batch.num_rows
+        upstream = batch.column("offset").to_numpy()
+        piece = _Slice(batch, upstream, careful, _payload_bytes(batch))
+        keys = batch.column("key").to_pylist()
+        values = batch.column("value").to_pylist()
+        millis = pc.fill_null(pc.divide(batch.column("timestamp").cast(pa.int64()), 1000), 0)
+        stamps = millis.to_pylist()
+        headers = _header_lists(batch.column("headers"))
+        every = careful or not self.result.transactional
+        produce, poll = self._producer.produce, self._producer.poll
+        topic, partition, last = self.task.remote_topic, self.task.partition, n - 1
+        for i in range(n):
+            callback = (functools.partial(piece.delivered, i)
+                        if every or i == 0 or i == last else None)
+            while True:
+                try:
+                    produce(topic, values[i], keys[i], partition=partition, timestamp=stamps[i],
+                            headers=headers[i] if headers else None, on_delivery=callback)
+                    break
+                except BufferError:
+                    poll(0.05)
+                except KafkaException as exc:
+                    raise WriteError(f"cannot write {self.task.topic}[{partition}] offset "
+                                     f"{upstream[i]} to {topic}: {exc.args[0].str()}"
+                                     f"{self._size_hint(exc.args[0])}") from None
+        self._txn.append(piece)
+        self._txn_records += n
+        self._txn_bytes += piece.bytes
+
+    def _size_hint(self, error) -> str:
+        from confluent_kafka import KafkaError
+
+        if error.code() != KafkaError.MSG_SIZE_TOO_LARGE:
+            return ""
+        limit = self.task.max_message_bytes
+        return (f" (the record is larger than {self.task.remote_topic}'s max.message.bytes = "
+                f"{limit} on the target; raise it there, then rerun)" if limit else
+                " (raise the target producer's message.max.bytes, then rerun)")
+
+    # -- transactions
     def _begin(self) -> None:
         if self.result.transactional:
             self._producer.begin_transaction()
-        self._in_txn = 0
+        self._txn, self._txn_records, self._txn_bytes = [], 0, 0
 
     def _commit(self) -> None:
-        from confluent_kafka import KafkaException
+        """Wait for the transaction's records, then write its spans and the resume
+        position into it and commit: data, spans and position land together."""
+        from confluent_kafka import KafkaException, TopicPartition
 
-        if self.result.transactional:
-            try:
+        if not self._txn:
+            if self.result.transactional:
+                self._producer.abort_transaction(TIMEOUT_S)
+            return
+        spans = self._settle()
+        if spans is None:  # another producer interleaved: write this transaction again
+            self._redo_carefully()
+            spans = self._settle()
+            if spans is None:
+                raise WriteError(f"{self.where}: remote offsets of one record are not "
+                                 "contiguous with themselves")  # never with a callback each
+        upstream_next = int(self._txn[-1].upstream[-1]) + 1
+        for span in spans:
+            self._producer.produce(self._spans_topic, span.value(), span.key())
+        position = TopicPartition(self.task.remote_topic, self.task.partition, upstream_next,
+                                  metadata=self.task.plan_id)
+        try:
+            if self.result.transactional:
+                self._producer.send_offsets_to_transaction([position], self._group, TIMEOUT_S)
                 self._producer.commit_transaction(TIMEOUT_S)
-            except KafkaException as exc:
-                # Not settled: a failed record in a span would read as a foreign producer's
-                # gap. A span end's own error names its offset; else the commit's error.
-                spans = list(self._spans)
-                where = (f" (upstream offsets {spans[0].upstream[0]}..{spans[-1].upstream[-1]})"
-                         if spans else "")
-                named = next((s.error for s in spans if s.error), exc.args[0].str())
-                raise WriteError(f"writing {self.result.topic}[{self.partition}] to "
-                                 f"{self.remote_topic}: the transaction{where} failed: "
-                                 f"{named}") from None
-        else:
-            remaining = self._producer.flush(TIMEOUT_S)
-            if remaining:
-                self._errors.append(f"{remaining} records unacknowledged after "
-                                    f"{TIMEOUT_S:.0f}s")
-        self._settle()
-        self._raise_errors()
+            else:
+                self._flush()
+                self._commit_position_without_transaction(position)
+        except KafkaException as exc:
+            raise WriteError(
+                f"writing {self.where}: the transaction of upstream offsets "
+                f"{self._txn[0].upstream[0]}..{self._txn[-1].upstream[-1]} failed: "
+                f"{exc.args[0].str()}") from None
+        for span in spans:
+            self.result.records_written += span.records
+            if self.result.first_downstream is None:
+                self.result.first_downstream = span.downstream_first
+            self.result.last_downstream = span.downstream_last
+        self.result.bytes_written += sum(p.bytes for p in self._txn)
         # Records of a batch that straddles a commit count at the next one: an upper bound.
         self._latency.add(time.time() * 1000, self._uncommitted)
         self._uncommitted = TimestampStats()
+        self._txn = []
 
-    def _settle(self) -> None:
-        """Turn the acknowledged spans, oldest first, into offset pairs."""
-        while self._spans and self._spans[0].acknowledged():
-            span = self._spans.popleft()
-            if span.error is not None:
-                self._errors.append(span.error)
-                continue
-            if span.last - span.first != len(span.upstream) - 1:
-                self._errors.append(
-                    f"remote offsets {span.first}..{span.last} hold "
-                    f"{span.last - span.first + 1} records for {len(span.upstream)} produced: "
-                    "another producer writes to this remote partition")
-                continue
-            if self.result.first_downstream is None:
-                self.result.first_downstream = span.first
-            self.result.last_downstream = span.last
-            self._record_pairs(span.upstream, span.first)
+    def _flush(self) -> None:
+        from confluent_kafka import KafkaException
 
-    def _record_pairs(self, upstream, first_downstream: int) -> None:
-        """_record_pair for a run of contiguous remote offsets, vectorised."""
+        try:
+            remaining = self._producer.flush(TIMEOUT_S)
+        except SystemError:
+            # confluent-kafka raises this from flush() when the producer has hit a fatal
+            # error (fenced by a newer writer); the transaction's own call names the error.
+            try:
+                self._producer.commit_transaction(1)
+            except KafkaException as exc:
+                raise WriteError(
+                    f"writing {self.where}: the transaction of upstream offsets "
+                    f"{self._txn[0].upstream[0]}..{self._txn[-1].upstream[-1]} failed: "
+                    f"{exc.args[0].str()}") from None
+            raise
+        if remaining:
+            raise WriteError(f"writing {self.where}: {remaining} records unacknowledged after "
+                             f"{TIMEOUT_S:.0f}s")
+        for piece in self._txn:
+            if piece.error is not None:
+                raise WriteError(f"writing {self.where}: {piece.error}")
+
+    def _settle(self) -> list[ledger.Span] | None:
+        """The transaction's spans (runs of contiguous remote offsets), or None when a
+        slice written with callbacks at its ends only was interleaved."""
         import numpy as np
 
-        delta = first_downstream + np.arange(len(upstream)) - upstream
-        starts = np.flatnonzero(np.diff(delta)) + 1
-        if int(delta[0]) != self._last_delta:
-            starts = np.concatenate(([0], starts))
-        self.result.syncs.extend((int(upstream[i]), first_downstream + int(i)) for i in starts)
-        self._last_delta = int(delta[-1])
-        self._last_pair = (int(upstream[-1]), first_downstream + len(upstream) - 1)
+        self._flush()
+        runs: list[tuple[Any, Any]] = []  # (upstream offsets, downstream offsets)
+        for piece in self._txn:
+            downstream = piece.downstream()
+            if downstream is None:
+                return None
+            breaks = np.flatnonzero(np.diff(downstream) != 1) + 1
+            for up, down in zip(np.split(piece.upstream, breaks), np.split(downstream, breaks),
+                                strict=True):
+                if runs and runs[-1][1][-1] + 1 == down[0]:
+                    runs[-1] = (np.concatenate((runs[-1][0], up)),
+                                np.concatenate((runs[-1][1], down)))
+                else:
+                    runs.append((up, down))
+        return [self._span(up, down) for up, down in runs]
 
-    def _record_pair(self, upstream: int, downstream: int) -> None:
-        """Keep the first pair of every run of equal distance (and, at close, the last)."""
+    def _span(self, upstream, downstream) -> ledger.Span:
+        import numpy as np
+
         delta = downstream - upstream
-        if delta != self._last_delta:
-            self.result.syncs.append((upstream, downstream))
-            self._last_delta = delta
-        self._last_pair = (upstream, downstream)
+        changes = np.concatenate(([0], np.flatnonzero(np.diff(delta)) + 1))
+        return ledger.Span(self.task.plan_id, self.task.topic, self.task.partition,
+                           self.task.remote_topic, int(upstream[0]), int(upstream[-1]),
+                           int(downstream[0]), int(downstream[-1]), len(upstream),
+                           tuple((int(upstream[i]), int(downstream[i])) for i in changes))
 
-    def _raise_errors(self) -> None:
-        if self._errors:
-            raise WriteError(f"writing {self.result.topic}[{self.partition}] to "
-                             f"{self.remote_topic}: {self._errors[0]}")
+    def _redo_carefully(self) -> None:
+        """Abort the transaction and write its slices again, a callback per record."""
+        log.warning("%s: another producer writes to this remote partition; writing with a "
+                    "delivery callback per record from now on", self.where)
+        self.careful = True
+        pieces = self._txn
+        self._producer.abort_transaction(TIMEOUT_S)
+        self._begin()
+        for piece in pieces:
+            self._produce(piece.batch, careful=True)
+
+    def _commit_position_without_transaction(self, position) -> None:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        group = ledger.progress_group(self.task.source_alias)
+        admin = clients.admin_client(self.target)
+        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [position])],
+                                           request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
 
 
 @dataclass
-class _Span:
-    """Records produced inside one transaction, waiting for their remote offsets."""
+class _Slice:
+    """Records produced inside one transaction, waiting for their remote offsets: the
+    first and last (or, careful, every) record carry a delivery callback."""
 
+    batch: Any
     upstream: Any  # numpy int64 array of the records' source offsets
-    first: int | None = None
-    last: int | None = None
+    careful: bool
+    bytes: int
+    offsets: dict[int, int] = field(default_factory=dict)
     error: str | None = None
 
     def delivered(self, index: int, err, msg) -> None:
         if err is not None:
             self.error = self.error or f"offset {self.upstream[index]}: {err.str()}"
-            return
-        if index == 0:
-            self.first = msg.offset()
-        if index == len(self.upstream) - 1:
-            self.last = msg.offset()
+        else:
+            self.offsets[index] = msg.offset()
 
-    def acknowledged(self) -> bool:
-        return self.error is not None or (self.first is not None and self.last is not None)
+    def downstream(self):
+        """Every record's remote offset, or None when the ends alone cannot tell them."""
+        import numpy as np
+
+        n = len(self.upstream)
+        if self.careful or len(self.offsets) == n:
+            return np.array([self.offsets[i] for i in range(n)], dtype=np.int64)
+        first, last = self.offsets[0], self.offsets[n - 1]
+        if last - first != n - 1:
+            return None
+        return np.arange(first, last + 1, dtype=np.int64)
+
+
+def _payload_bytes(batch) -> int:
+    """Key and value bytes of a batch (what MM2's byte-count metric counts)."""
+    import pyarrow.compute as pc
+
+    return sum(pc.sum(pc.binary_length(batch.column(c))).as_py() or 0 for c in ("key", "value"))
 
 
 def _header_lists(column) -> list | None:
@@ -446,8 +552,3 @@ def _header_lists(column) -> list | None:
     if not pc.max(pc.list_value_length(column)).as_py():
         return None
     return [[(h["key"], h["value"]) for h in hs] if hs else None for hs in column.to_pylist()]
-
-
-def _merged(a: TimestampStats, b: TimestampStats) -> TimestampStats:
-    return TimestampStats(a.count + b.count, min(a.min, b.min), max(a.max, b.max),
-                          a.total + b.total)

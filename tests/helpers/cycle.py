@@ -19,5 +19,5 @@ def cycle_in_session(spark, path: Path, flow_name: str = "a->b",
     flow = config.flow(flow_name)
     with FlowLease(config, flow, run_id):
         plan, resumed = plan_run(config, flow, run_id)
-        run_steps(spark, str(path), config, flow, plan, ("mirror",), run_id)
+        run_steps(spark, config, flow, plan, ("mirror",), run_id)
         return commit_step(config, flow, plan, resumed)

@@ -34,14 +34,27 @@ def varied_records(n: int, start: int = 0) -> list[tuple[bytes | None, bytes | N
 
 
 def produce(bootstrap: str, topic: str, records: list, partitions: int, **conf) -> None:
-    """Produce with ordinary batching; record i goes to partition i % partitions."""
+    """Produce with ordinary batching; record i goes to partition i % partitions. Every
+    record must be acknowledged."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, **conf})
+    errors: list[str] = []
+
+    def delivered(err, _msg) -> None:
+        if err is not None:
+            errors.append(err.str())
+
     for i, (key, value, headers, ts) in enumerate(records):
-        producer.produce(topic, value=value, key=key, headers=headers, timestamp=ts,
-                         partition=i % partitions)
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, headers=headers, timestamp=ts,
+                                 partition=i % partitions, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.05)
         if i % 5000 == 0:
             producer.poll(0)
-    assert producer.flush(30) == 0
+    assert producer.flush(60) == 0
+    assert not errors, errors[0]
 
 
 def read_partition(bootstrap: str, topic: str, partition: int, start: int = 0,

@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import mirrorflow
+from mirrorflow.spark.session import SPARK_CONF, connector_jars
 
 PACKAGE_DIR = Path(mirrorflow.__file__).resolve().parent
 JOB_SCRIPT = PACKAGE_DIR.parents[1] / "spark_jobs" / "mirror_batch.py"
@@ -46,10 +47,11 @@ def submit_command(config_path: str, flow_name: str, plan_id: str, master: str,
                    run_id: str | None = None) -> list[str]:
     """spark-submit of the job; the package zip is written into ``work_dir``."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    confs = [arg for key, value in SPARK_CONF.items() for arg in ("--conf", f"{key}={value}")]
     return [
         spark_submit_binary(), "--master", master, "--name", f"mirrorflow {flow_name}",
-        "--conf", f"spark.pyspark.python={python}",
-        "--conf", "spark.ui.showConsoleProgress=false",
+        "--conf", f"spark.pyspark.python={python}", *confs,
+        "--jars", ",".join(connector_jars()),
         "--py-files", str(package_zip(work_dir)),
         str(JOB_SCRIPT), *job_arguments(config_path, flow_name, plan_id, steps, run_id),
     ]

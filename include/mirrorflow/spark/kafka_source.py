@@ -1,0 +1,65 @@
+"""Reading Kafka with Spark's own Kafka source (``spark-sql-kafka-0-10``) over exact ranges.
+
+The JVM connector reads: ``assign`` names the partitions, ``startingOffsets`` and
+``endingOffsets`` (JSON) bound each one to its planned range, so no record outside the
+plan is read. ``includeHeaders`` gives Spark's Kafka schema
+(``key, value, topic, partition, offset, timestamp, timestampType, headers``); each range
+is one Spark input partition, read in offset order.
+
+Client settings are the cluster's Java settings from the MM2 file, secrets resolved, as
+``kafka.*`` options; ``kafka.isolation.level`` is the cluster's consumer setting
+(``read_uncommitted`` unless the file says otherwise, as MM2's source consumer). Spark
+redacts option values whose key or value matches ``spark.redaction.regex`` and
+``spark.sql.redaction.options.regex``, which :data:`mirrorflow.spark.session.SPARK_CONF`
+sets to cover passwords, JAAS lines, tokens and key material, in the UI, the event log
+and ``explain``. ``failOnDataLoss`` is off: records lost to retention are detected by
+the writer (which tells retention from compaction by the source's log start) and by the
+completeness check, which name the range.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from mirrorflow import clients
+from mirrorflow.config import ClusterConfig
+
+# Settings Spark's Kafka source sets itself or refuses (KafkaSourceProvider).
+_SPARK_OWNED = frozenset({
+    "group.id", "auto.offset.reset", "key.deserializer", "value.deserializer",
+    "enable.auto.commit", "interceptor.classes", "key.serializer", "value.serializer"})
+
+OffsetRange = tuple[str, int, int, int]  # topic, partition, start, end (exclusive)
+
+
+def kafka_options(cluster: ClusterConfig, isolation: str | None = None) -> dict[str, str]:
+    """``kafka.*`` options of Spark's Kafka source for reading ``cluster`` (with the
+    cluster's consumer isolation level unless ``isolation`` is given)."""
+    props = clients.java_client_config(cluster, "consumer")
+    options = {f"kafka.{k}": v for k, v in props.items() if k not in _SPARK_OWNED}
+    options["kafka.isolation.level"] = isolation or cluster.isolation_level()
+    return options
+
+
+def read_ranges(spark, cluster: ClusterConfig, ranges: Iterable[OffsetRange],
+                split_records: int | None = None, isolation: str | None = None):
+    """A DataFrame of every record of ``ranges`` (one range per partition at most).
+    ``split_records`` lets Spark read a long range in several input partitions (the
+    check may; the mirror never does, to write each range in order in one task)."""
+    assign: dict[str, list[int]] = {}
+    starts: dict[str, dict[str, int]] = {}
+    ends: dict[str, dict[str, int]] = {}
+    for topic, partition, start, end in ranges:
+        assign.setdefault(topic, []).append(partition)
+        starts.setdefault(topic, {})[str(partition)] = start
+        ends.setdefault(topic, {})[str(partition)] = end
+    reader = (spark.read.format("kafka").options(**kafka_options(cluster, isolation))
+              .option("assign", json.dumps(assign))
+              .option("startingOffsets", json.dumps(starts))
+              .option("endingOffsets", json.dumps(ends))
+              .option("includeHeaders", "true")
+              .option("failOnDataLoss", "false"))
+    if split_records:
+        reader = reader.option("maxRecordsPerPartition", str(split_records))
+    return reader.load()

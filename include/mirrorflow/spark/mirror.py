@@ -1,0 +1,181 @@
+"""The mirror: each planned range is read by Spark's Kafka source and written, exactly
+once, by the same Spark task (``mapInArrow``), so records enter Python once.
+
+The driver reads the remote partitions' resume positions first and reads each range
+from where its writing stopped (a retry of a plan reads only what is left); the task's
+writer reads the position again after fencing, so a zombie that committed meanwhile is
+accounted for. Each task returns one row: its range's :class:`RangeResult`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterator
+
+from mirrorflow import clients, ledger
+from mirrorflow.config import FlowConfig, MirrorConfig, parse_config
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.history import merge_spans
+from mirrorflow.plan import Plan
+from mirrorflow.spark.kafka_source import read_ranges
+from mirrorflow.watermarks import probe_watermarks
+from mirrorflow.writer import DataLossError, PartitionWriter, WriteTask
+
+RESULT_SCHEMA = "result string"
+
+
+class MirrorJobError(MirrorflowError):
+    """The Spark job failed; nothing was committed."""
+
+
+class SourceTopicGoneError(MirrorflowError):
+    """A planned source topic was deleted before its range was read."""
+
+
+def write_tasks(flow: FlowConfig, plan: Plan) -> list[WriteTask]:
+    return [WriteTask(flow.name, plan.plan_id, r.topic, r.partition, r.remote_topic, r.start,
+                      r.end, r.max_message_bytes, flow.get("failOnDataLoss"),
+                      flow.get("exactly.once.support"), flow.get("mirrorflow.transaction.records"))
+            for r in plan.ranges]
+
+
+def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
+    """Write every range of ``plan`` not yet written to the target; return the plan's
+    result (:func:`plan_result`)."""
+    target, source = config.cluster(flow.target), config.cluster(flow.source)
+    tasks = write_tasks(flow, plan)
+    resume = ledger.read_resume(target, flow.source,
+                                [(t.remote_topic, t.partition) for t in tasks])
+    reads, pending = [], {}
+    for task in tasks:
+        position = resume.get((task.remote_topic, task.partition))
+        start = (max(task.start, position.next_upstream)
+                 if position is not None and position.plan_id == plan.plan_id else task.start)
+        if start < task.end:
+            reads.append((task.topic, task.partition, start, task.end))
+            pending[(task.topic, task.partition)] = task
+    attempt: list[dict] = []
+    if reads:
+        _check_topics_exist(source, {t for t, *_ in reads})
+        ledger.spans_store(target, flow.source, flow.get("replication.factor")).ensure()
+        frame = read_ranges(spark, source, reads)
+        write = functools.partial(write_partitions, config.text, flow.source, flow.target,
+                                  pending)
+        try:
+            rows = frame.mapInArrow(write, RESULT_SCHEMA).collect()
+        except Exception as exc:
+            raise worker_error(exc) from exc
+        attempt = [json.loads(row["result"]) for row in rows]
+    return plan_result(config, flow, plan, attempt)
+
+
+def plan_result(config: MirrorConfig, flow: FlowConfig, plan: Plan,
+                attempt: list[dict]) -> dict:
+    """Per range, what every attempt of the plan wrote (from the span records: records,
+    remote offsets, offset syncs) with this attempt's figures (bytes, ages, latencies,
+    time, retention gaps). A range whose first written offset is past its start is
+    checked against the source's log start: retention there fails the run with
+    ``failOnDataLoss`` or is recorded as a gap."""
+    spans = ledger.read_spans(config.cluster(flow.target), flow.source, plan.plan_id)
+    figures = {(r["topic"], r["partition"]): r for r in attempt}
+    late = [(r.topic, r.partition) for r in plan.ranges
+            if not spans.get((r.topic, r.partition))
+            or spans[(r.topic, r.partition)][0].upstream_first > r.start]
+    source = config.cluster(flow.source)
+    log_starts = {tp: w.low for tp, w in probe_watermarks(
+        source, late, source.isolation_level()).items()} if late else {}
+    ranges = []
+    for r in plan.ranges:
+        tp = (r.topic, r.partition)
+        mine = spans.get(tp, [])
+        done = figures.get(tp, {})
+        gaps = [tuple(g) for g in done.get("gaps", [])]
+        first = mine[0].upstream_first if mine else r.end
+        if tp in log_starts and log_starts[tp] > r.start and not any(g[0] == r.start
+                                                                     for g in gaps):
+            gap = (r.start, min(log_starts[tp], first))
+            if flow.get("failOnDataLoss"):
+                raise DataLossError(
+                    f"source {r.topic}[{r.partition}]: offsets {gap[0]}..{gap[1] - 1} of the "
+                    f"planned range {r.start}..{r.end - 1} were removed by retention before "
+                    f"they were mirrored. Set {flow.name}.failOnDataLoss = false to skip them")
+            gaps.insert(0, gap)
+        ranges.append({
+            "topic": r.topic, "partition": r.partition, "remote_topic": r.remote_topic,
+            "start": r.start, "end": r.end, "records": sum(s.records for s in mine),
+            "records_written": done.get("records_written", 0),
+            "bytes_written": done.get("bytes_written", 0),
+            "first_downstream": mine[0].downstream_first if mine else None,
+            "last_downstream": mine[-1].downstream_last if mine else None,
+            "owned": [list(s) for s in merge_spans(
+                (s.downstream_first, s.downstream_last) for s in mine)],
+            "syncs": [list(s) for s in ledger.merged_syncs(mine)],
+            "gaps": [list(g) for g in gaps],
+            "resumed_from": done.get("resumed_from", r.start),
+            "transactional": done.get("transactional", True),
+            "record_age_ms": done.get("record_age_ms"),
+            "replication_latency_ms": done.get("replication_latency_ms"),
+            "write_seconds": done.get("write_seconds", 0.0)})
+    return {"plan_id": plan.plan_id, "ranges": ranges}
+
+
+_RAISED = re.compile(r"mirrorflow\.[\w.]*?(\w+Error): (.+)")
+
+
+def worker_error(exc: Exception) -> MirrorflowError:
+    """The error a write task raised, as a mirrorflow error with its own one-line message
+    (Spark wraps it in a Java exception with the worker's traceback); anything else is a
+    :class:`MirrorJobError` quoting Spark's first line."""
+    from mirrorflow import writer
+
+    found = _RAISED.findall(str(exc))
+    if found:
+        name, message = found[-1]
+        kind = getattr(writer, name, None)
+        kind = kind if isinstance(kind, type) and issubclass(kind, MirrorflowError) \
+            else writer.WriteError
+        return kind(message.strip())
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return MirrorJobError(f"the mirror's Spark job failed: {first}")
+
+
+def _check_topics_exist(source, topics: set[str]) -> None:
+    present = set(clients.admin_client(source).list_topics(timeout=15).topics)
+    gone = sorted(topics - present)
+    if gone:
+        raise SourceTopicGoneError(
+            f"source topic {gone[0]!r} no longer exists on cluster {source.alias!r}: it was "
+            "deleted after planning. Nothing was committed; the next run drops it from the "
+            "pending plan")
+
+
+def write_partitions(config_text: str, source_alias: str, target_alias: str,
+                     tasks: dict[tuple[str, int], WriteTask], batches: Iterator) -> Iterator:
+    """Runs in a Spark task: write the task's one range, then yield its result. The
+    config's text travels with the function; secrets are resolved here, by the worker."""
+    import pyarrow as pa
+
+    config = parse_config(config_text)
+    writer = None
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            tp = (batch.column("topic")[0].as_py(), batch.column("partition")[0].as_py())
+            if writer is None:
+                writer = PartitionWriter(tasks[tp], config.cluster(target_alias),
+                                         config.cluster(source_alias))
+                writer.open()
+            elif tp != (writer.task.topic, writer.task.partition):
+                raise MirrorflowError(f"one write task got records of {tp[0]}[{tp[1]}] and "
+                                      f"of {writer.where}")
+            writer.write_batch(batch)
+        if writer is not None:
+            result = json.dumps(writer.close().to_dict())
+            yield pa.RecordBatch.from_pylist([{"result": result}])
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise

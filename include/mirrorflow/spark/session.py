@@ -1,0 +1,56 @@
+"""Spark sessions for mirrorflow: settings every session gets, wherever it runs.
+
+* in-process or ``spark-submit`` (``local[*]``, ``spark://``, ``yarn``, ``k8s://``): the
+  Kafka connector's jars (``jvm/pom.xml``'s ``spark-kafka`` classpath) go in
+  ``spark.jars``;
+* Spark Connect (``sc://host:port``): a long-lived server that has the connector on its
+  classpath already (:mod:`mirrorflow.spark.connect_server` starts one locally); a run
+  starts no JVM.
+"""
+
+from __future__ import annotations
+
+from mirrorflow import jvm
+
+# Secrets reach Spark only as Kafka client options; these patterns redact them (key or
+# value) in the UI, the event log and plans.
+REDACTION = (r"(?i)secret|password|passwd|token|access[.]?key|jaas|credential|keytab"
+             r"|ssl\.key|oauthbearer|url")
+SPARK_CONF = {
+    # Arrow batches handed to the writer: few round trips for small records, and bounded
+    # in bytes so that 1 MiB records never make a batch of gigabytes.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(8 * 1024 * 1024),
+    "spark.redaction.regex": REDACTION,
+    "spark.sql.redaction.options.regex": REDACTION,
+    "spark.ui.showConsoleProgress": "false",
+}
+# Settings a Spark Connect client may change for its session (the rest are the server's).
+SESSION_CONF = ("spark.sql.execution.arrow.maxRecordsPerBatch",
+                "spark.sql.execution.arrow.maxBytesPerBatch",
+                "spark.sql.redaction.options.regex")
+
+
+def is_connect(master: str) -> bool:
+    return master.startswith("sc://")
+
+
+def connector_jars() -> list[str]:
+    """Spark's Kafka connector and its own dependencies (Spark provides the rest)."""
+    return jvm.jars("spark-kafka")
+
+
+def get_session(master: str, app_name: str = "mirrorflow"):
+    """A SparkSession on ``master``: a Spark Connect client for ``sc://`` URLs, else an
+    in-process driver with the Kafka connector's jars."""
+    from pyspark.sql import SparkSession
+
+    if is_connect(master):
+        session = SparkSession.builder.remote(master).getOrCreate()
+        for key in SESSION_CONF:
+            session.conf.set(key, SPARK_CONF[key])
+        return session
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**SPARK_CONF, "spark.jars": ",".join(connector_jars())}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
