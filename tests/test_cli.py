@@ -65,3 +65,35 @@ def test_readme_reference_is_current(repo: Path, capsys: pytest.CaptureFixture) 
     """The README's property table is the generated one: defaults cannot drift."""
     assert main(["config", "reference"]) == 0
     assert capsys.readouterr().out in (repo / "README.md").read_text()
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("down", ["a", "b"])
+def test_every_command_names_an_unreachable_cluster_in_one_line(two_clusters, tmp_path: Path,
+                                                                down: str) -> None:
+    """Each subcommand that talks to a cluster, with the source or the target down: one
+    line naming the cluster's alias and address, exit status 1, no traceback."""
+    from mirrorflow.localcluster import free_port
+
+    dead = f"127.0.0.1:{free_port()}"
+    clusters = {**two_clusters, down: dead}
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = a, b\n" + "".join(f"{a}.bootstrap.servers = {b}\n"
+                                                  for a, b in clusters.items())
+                    + "a->b.enabled = true\nreplication.factor = 1\n")
+    commands = {
+        "run": ["run", str(path), "--flow", "a->b"],
+        "translate": ["translate", str(path), "--flow", "a->b", "--group", "g"],
+        "inspect": ["inspect", str(path), "--cluster", down, "--topic", "heartbeats"],
+    }
+    touched = {"run": "ab", "translate": "b", "inspect": down}
+    for name, argv in commands.items():
+        result = subprocess.run([sys.executable, "-m", "mirrorflow.cli", *argv],
+                                capture_output=True, text=True, check=False, timeout=120)
+        if down not in touched[name]:
+            assert result.returncode == 0, (name, result.stderr)
+            continue
+        assert result.returncode == 1, (name, result.stderr)
+        assert result.stderr.splitlines() == [
+            f"mirrorflow: error: cluster '{down}' ({dead}) is not reachable: no broker "
+            "answers there"], (name, result.stderr)

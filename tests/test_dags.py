@@ -80,15 +80,19 @@ def test_parsing_imports_no_heavy_modules(repo: Path) -> None:
 def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "mm2.properties"
-    path.write_text("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
-                    "a->b.enabled = true\nb->a.enabled = true\n"
+    path.write_text("clusters = a, b, c\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
+                    "c.bootstrap.servers = z:1\n"
+                    "a->b.enabled = true\nc->a.enabled = true\n"
                     "a->b.sync.group.offsets.enabled = true\n"
-                    "b->a.emit.heartbeats.enabled = false\nb->a.emit.checkpoints.enabled = false\n"
-                    "b->a.mirrorflow.schedule = none\n"
-                    "b->a.sync.topic.configs.enabled = false\n"
-                    "b->a.sync.topic.acls.enabled = false\n")
+                    # heartbeats of the pair c->a and its reverse, as MM2 decides for both
+                    "c->a.emit.heartbeats.enabled = false\na->c.emit.heartbeats.enabled = false\n"
+                    "c->a.emit.checkpoints.enabled = false\n"
+                    "c->a.mirrorflow.schedule = none\n"
+                    "c->a.sync.topic.configs.enabled = false\n"
+                    "c->a.sync.topic.acls.enabled = false\n"
+                    "b->a.emit.heartbeats.enabled = true\n")
     bag = dagbag_for(path, repo / "dags", monkeypatch)
-    full, bare = bag.dags["mirror__a__b"], bag.dags["mirror__b__a"]
+    full, bare = bag.dags["mirror__a__b"], bag.dags["mirror__c__a"]
     assert set(full.task_ids) == {
         "check_clusters", "emit_heartbeat", "plan", "mirror", "validate",
         "commit_and_sync_offsets", "checkpoint", "sync_group_offsets", "await_heartbeat", "report",

@@ -13,8 +13,8 @@ from mirrorflow.config import load_config
 from mirrorflow.lease import FlowLease, LeaseHeldError, LeaseRecord, holder
 
 
-def rec(owner: str, op: str, at: int, ttl: int = 100) -> LeaseRecord:
-    return LeaseRecord("a->b", owner, op, at, ttl)
+def rec(owner: str, op: str, at: int, ttl: int = 100, holder_id: str = "") -> LeaseRecord:
+    return LeaseRecord("a->b", owner, op, at, ttl, holder_id or f"{owner}-h")
 
 
 def test_first_live_claim_wins_until_released_or_lapsed() -> None:
@@ -28,6 +28,24 @@ def test_first_live_claim_wins_until_released_or_lapsed() -> None:
     assert holder([rec("x", "acquire", 0), rec("x", "release", 5)]) is None
 
 
+def test_holders_of_one_run_never_release_each_other() -> None:
+    """Two tasks of one DAG run hold the flow at once; the first to finish leaves it held
+    by the other, and another run gets it only once both are done (or lapsed)."""
+    both = [rec("run", "acquire", 0, holder_id="mirror"),
+            rec("run", "acquire", 5, holder_id="metadata")]
+    after_one = holder([*both, rec("run", "release", 20, holder_id="metadata")])
+    assert after_one.owner == "run" and set(after_one.holders) == {"mirror"}
+    assert holder([*both, rec("run", "release", 20, holder_id="metadata"),
+                   rec("other", "acquire", 30)]).owner == "run"
+    assert holder([*both, rec("run", "release", 20, holder_id="metadata"),
+                   rec("run", "release", 40, holder_id="mirror"),
+                   rec("other", "acquire", 50)]).owner == "other"
+    # The other run's claim is void while any holder of "run" is live, not after.
+    assert holder([*both, rec("run", "renew", 90, holder_id="mirror"),
+                   rec("other", "acquire", 150)]).owner == "run"
+    assert holder([*both, rec("other", "acquire", 200)]).owner == "other"
+
+
 @pytest.mark.broker
 def test_second_contender_waits_then_fails_naming_the_holder(two_clusters: dict[str, str],
                                                              tmp_path: Path) -> None:
@@ -39,10 +57,12 @@ def test_second_contender_waits_then_fails_naming_the_holder(two_clusters: dict[
         with pytest.raises(LeaseHeldError, match=r"flow a->b is being run by run-1 .*run-2 "
                                                  r"waited 2s"):
             FlowLease(config, flow, "run-2", wait_s=2).__enter__()
-        with FlowLease(config, flow, "run-1"):  # its own job joins
-            pass
+        with FlowLease(config, flow, "run-1"):  # its own job joins, as a second holder
+            assert len(first.current().holders) == 2
+        assert first.current().owner == "run-1"  # the job's release leaves it held
         time.sleep(4)  # longer than the timeout: renewals keep it
         assert first.current().owner == "run-1" and not first.lost.is_set()
+        first.check()
     assert FlowLease(config, flow, "x").current() is None  # released
 
     # A waiting contender gets the flow once the holder is done.
@@ -87,3 +107,38 @@ def test_a_release_landing_after_a_waiters_claim_makes_it_claim_again(
     assert [(r.owner, r.op) for r in second.records()] == [
         ("first", "acquire"), ("second", "acquire"), ("first", "release"),
         ("second", "acquire"), ("second", "release")]
+
+
+@pytest.mark.broker
+def test_a_lapsed_holder_commits_nothing(two_clusters: dict[str, str], tmp_path: Path) -> None:
+    """A holder whose renewals stop (a paused process) lapses; another run takes the flow;
+    the lapsed holder's next commit fails before it writes anything."""
+    from mirrorflow.lease import LeaseLostError
+    from mirrorflow.offsets import OffsetStore
+
+    config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
+                                     "a->b.enabled = true",
+                                     "mirrorflow.lease.timeout.seconds = 2\n"))
+    flow = config.flow("a->b")
+    store = OffsetStore(config.cluster("b"), "a")
+    paused = FlowLease(config, flow, "paused-run").__enter__()
+    paused._stop.set()  # its renewals stop, as in a process paused for longer than 2 s
+    paused._renewer.join()
+    taken, done = threading.Event(), threading.Event()
+
+    def next_run() -> None:  # another process, in effect: a context of its own
+        with FlowLease(config, flow, "next-run", wait_s=30):
+            taken.set()
+            done.wait(30)
+
+    thread = threading.Thread(target=next_run)
+    thread.start()
+    try:
+        assert taken.wait(30)
+        with pytest.raises(LeaseLostError, match=r"flow a->b: the lease of paused-run on "
+                                                 r"cluster 'b' lapsed"):
+            store.commit({("orders", 0): 99})  # the paused run wakes up and commits
+    finally:
+        done.set()
+        thread.join()
+    assert store.positions() == {}

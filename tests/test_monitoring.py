@@ -83,6 +83,11 @@ def test_endpoint_after_a_real_run(spark, two_clusters, tmp_path, monkeypatch) -
     with pytest.raises(LagAlertError, match=r"orders\[0\] lags 50 records"):
         run_cycle(path, "a->b", spark=spark)
 
+    # Who may read what is the auth test's (below); here every flow is readable.
+    from mirrorflow import airflow_plugin
+
+    monkeypatch.setitem(app.dependency_overrides, airflow_plugin._caller, lambda: "reader")
+    monkeypatch.setattr(airflow_plugin, "_readable", lambda caller, flow_dirs: flow_dirs)
     client = TestClient(app)
     scraped = client.get("/metrics")
     assert scraped.status_code == 200
@@ -125,3 +130,68 @@ def test_airflow_loads_the_plugin(repo: Path) -> None:
     plugin = next(p for p in plugins if p["name"] == "mirrorflow")
     assert "/mirrorflow" in json.dumps(plugin["fastapi_apps"])
     assert "Replication" in json.dumps(plugin["external_views"])
+
+
+REQUESTS = r'''
+import json
+from fastapi.testclient import TestClient
+from airflow.api_fastapi.app import create_app, get_auth_manager
+from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+client = TestClient(create_app())
+manager = get_auth_manager()
+tokens = {name: manager.generate_jwt(SimpleAuthManagerUser(username=name, role="viewer"))
+          for name in ("alice", "bob")}
+out = {}
+for who in ("anonymous", "alice", "bob", "scraper", "forger"):
+    headers = {"Authorization": "Bearer " + {"scraper": "scrape-secret", "forger": "guess"}
+               .get(who, tokens.get(who, ""))} if who != "anonymous" else {}
+    for route in ("/mirrorflow/status", "/mirrorflow/metrics",
+                  "/mirrorflow/reports/a__b/index.html", "/mirrorflow/reports/c__d/index.html"):
+        got = client.get(route, headers=headers)
+        out[f"{who} {route}"] = [got.status_code, got.text]
+print("RESULT " + json.dumps(out))
+'''
+
+
+@pytest.mark.airflow
+def test_plugin_routes_need_airflow_auth_and_the_flows_dag_permission(
+        airflow_db, tmp_path, repo, monkeypatch) -> None:
+    """Through Airflow's own API server app, with its plugins mounted: anonymous calls are
+    refused (401), a user without read access to mirror__a__b is refused its reports
+    (403) and does not see it in status or metrics, a user with access is served, and the
+    configured metrics token reads every flow's metrics and nothing else."""
+    reports_dir = tmp_path / "reports"
+    monkeypatch.setenv(reports.REPORTS_ENV, str(reports_dir))
+    for flow in ("a->b", "c->d"):
+        reports.write(flow, "run-1", {**summary(10, 1), "flow": flow})
+        metrics.update(flow, {**summary(10, 1), "flow": flow})
+        reports.write_index(flow)
+    env = {**__import__("os").environ, "MIRRORFLOW_REPORTS_DIR": str(reports_dir),
+           "AIRFLOW__CORE__AUTH_MANAGER": "helpers.auth_manager.PerDagAuthManager",
+           "AIRFLOW__MIRRORFLOW__METRICS_TOKEN": "scrape-secret",
+           "AIRFLOW__CORE__PLUGINS_FOLDER": str(repo / "plugins"),
+           "PYTHONPATH": str(repo / "tests")}
+    proc = subprocess.run([sys.executable, "-c", REQUESTS], env=env, capture_output=True,
+                          text=True, timeout=240, check=False)
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    assert line, proc.stderr[-3000:]
+    got = {k: (code, text) for k, (code, text) in json.loads(line[0][7:]).items()}
+    for route in ("status", "metrics", "reports/a__b/index.html"):
+        assert got[f"anonymous /mirrorflow/{route}"][0] == 401, route
+        assert got[f"forger /mirrorflow/{route}"][0] == 403, route  # not a valid JWT
+    assert got["bob /mirrorflow/reports/a__b/index.html"][0] == 403
+    assert "mirror__a__b" in got["bob /mirrorflow/reports/a__b/index.html"][1]
+    assert got["bob /mirrorflow/reports/c__d/index.html"][0] == 200
+    bob_status, alice_status = got["bob /mirrorflow/status"], got["alice /mirrorflow/status"]
+    assert bob_status[0] == 200 and "c-&gt;d" in bob_status[1] and "a-&gt;b" not in bob_status[1]
+    assert alice_status[0] == 200 and "a-&gt;b" in alice_status[1] and "c-&gt;d" in alice_status[1]
+    assert got["alice /mirrorflow/reports/a__b/index.html"][0] == 200
+    bob_metrics = families(got["bob /mirrorflow/metrics"][1])
+    assert {s.labels["flow"] for s in bob_metrics["mirrorflow_record_count"].samples} == {"c->d"}
+    for who in ("alice", "scraper"):
+        flows = {s.labels["flow"] for s in families(got[f"{who} /mirrorflow/metrics"][1])[
+            "mirrorflow_record_count"].samples}
+        assert flows == {"a->b", "c->d"}, who
+    for route in ("status", "reports/a__b/index.html"):  # the token reads metrics only
+        assert got[f"scraper /mirrorflow/{route}"][0] == 403, route

@@ -58,23 +58,22 @@ def _leased(config_file: str, flow_name: str, run_id: str
 
 def check_clusters(config_file: str, flow_name: str) -> dict[str, str]:
     """Fail fast, naming the cluster, when the source or target does not answer."""
-    from mirrorflow.clients import answers_metadata
+    from mirrorflow.clients import check_reachable
 
     config = load_config(config_file)
     flow = config.flow(flow_name)
     for alias in (flow.source, flow.target):
-        bootstrap = config.clusters[alias].bootstrap_servers
-        if not answers_metadata(config.cluster(alias), timeout=10.0):
-            raise RuntimeError(f"cluster {alias!r} ({bootstrap}) does not answer metadata")
+        check_reachable(config.cluster(alias))
     return {"source": flow.source, "target": flow.target, "config_digest": config.digest}
 
 
 def emit_heartbeat(config_file: str, flow_name: str) -> int:
-    """Write this run's heartbeat on the source; returns its timestamp (ms)."""
+    """Write this run's heartbeats, as MM2's connectors of the pair and its reverse do;
+    returns their timestamp (ms)."""
     from mirrorflow import heartbeats
 
     config = load_config(config_file)
-    return heartbeats.emit(config, config.flow(flow_name)).timestamp
+    return heartbeats.emit(config, config.flow(flow_name))
 
 
 def plan(config_file: str, flow_name: str, params: dict, run_id: str) -> dict:
@@ -257,6 +256,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
     """The DAG of one flow; tasks a flow's MM2 properties switch off are not generated."""
     from airflow.sdk import DAG, task
 
+    from mirrorflow import heartbeats
     from mirrorflow.airflow_operators import MirrorJobOperator
     from mirrorflow.airflow_sensors import HeartbeatSensor
 
@@ -295,20 +295,24 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                          doc_md="Emit offset syncs, then commit positions (MM2's offset store).")(
             commit_and_sync_offsets)(path, name, planned)
         last = [committed]
-        if flow.get("emit.heartbeats.enabled"):
-            beat = task(task_id="emit_heartbeat", doc_md="This run's heartbeat, on the source.")(
+        if heartbeats.emits(config, flow):
+            beat = task(task_id="emit_heartbeat",
+                        doc_md="This run's heartbeats, as MM2 emits them: the pair's into "
+                               "the target, the reverse pair's into the source.")(
                 emit_heartbeat)(path, name)
             clusters >> beat >> planned
+        else:
+            clusters >> planned
+        if heartbeats.senses(config, flow):
             sensed = HeartbeatSensor(
-                task_id="await_heartbeat", doc_md="This run's heartbeat is on the target.",
+                task_id="await_heartbeat",
+                doc_md="The reverse pair's heartbeat, mirrored by this run, is on the target.",
                 config_file=path, flow_name=name,
                 since_ms="{{ ti.xcom_pull(task_ids='emit_heartbeat') }}",
                 poke_interval=5, timeout=HEARTBEAT_TIMEOUT_S, mode="reschedule",
                 deferrable=_default_deferrable())
             committed >> sensed
             last.append(sensed)
-        else:
-            clusters >> planned
         planned >> mirror >> validate >> committed
         if flow.get("emit.checkpoints.enabled"):
             cps = task(task_id="checkpoint", doc_md="Checkpoints for the selected groups.")(

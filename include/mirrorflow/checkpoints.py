@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from mirrorflow import clients, offset_syncs
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.internal_topics import CompactedTopic
+from mirrorflow.lease import check_held
 from mirrorflow.policy import compile_pattern_list
 from mirrorflow.records import Checkpoint
 
@@ -101,6 +102,7 @@ def _more_recent(checkpoint: Checkpoint, previous: Checkpoint | None) -> bool:
 
 
 def emit(config: MirrorConfig, flow: FlowConfig, checkpoints: list[Checkpoint]) -> int:
+    check_held()
     topic = checkpoints_topic(config, flow)
     if checkpoints:
         topic.ensure()
@@ -164,6 +166,7 @@ def sync_group_offsets(config: MirrorConfig, flow: FlowConfig) -> list[GroupSync
         request = ConsumerGroupTopicPartitions(group, [
             TopicPartition(c.topic, c.partition, c.downstream_offset, metadata=c.metadata)
             for c in forward])
+        check_held()
         admin.alter_consumer_group_offsets([request],
                                            request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
         outcome.synced = {f"{c.topic}[{c.partition}]": c.downstream_offset for c in forward}

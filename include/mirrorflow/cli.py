@@ -86,6 +86,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     for broker in localcluster.up(config, Path(args.state_dir)):
         print(f"cluster {broker.alias}: {broker.bootstrap}")
+    if config.enabled_flows():
+        _reachable(config, config.enabled_flows()[0].source)
     demo = fill_demo_topic(config, args.topic, args.partitions, args.records)
     print(f"produced {demo.records} records to {demo.topic!r} ({demo.partitions} partitions) "
           f"on cluster {demo.cluster!r}\n")
@@ -93,9 +95,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _reachable(config: MirrorConfig, *aliases: str) -> None:
+    """Before a command touches clusters: each must answer, else one line naming it."""
+    from mirrorflow.clients import check_reachable
+
+    for alias in aliases:
+        check_reachable(config.cluster(alias))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from mirrorflow.run import run_cycle
 
+    config = load_config(args.config)
+    flow = config.flow(args.flow)
+    _reachable(config, flow.source, flow.target)
     topics = [t.strip() for t in args.topics.split(",")] if args.topics else None
     result = run_cycle(args.config, args.flow, run_id=args.run_id, master=args.master,
                        only_topics=topics, max_records=args.max_records)
@@ -133,6 +146,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     flow = config.flow(args.flow)
+    _reachable(config, flow.target)
     offsets = translate_offsets(config.cluster(flow.target), flow.source, args.group,
                                 flow.policy())
     if args.json:
@@ -164,6 +178,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from mirrorflow.inspect import describe_records
 
     config = load_config(args.config)
+    _reachable(config, args.cluster)
     for line in describe_records(config, args.cluster, args.topic):
         print(line)
     return EXIT_OK
@@ -236,12 +251,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR,
                         format="%(levelname)s %(name)s: %(message)s")
+    # The client library's connection chatter: mirrorflow's own error names what failed.
+    logging.getLogger("mirrorflow.librdkafka").setLevel(
+        logging.INFO if args.verbose else logging.CRITICAL)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
     except MirrorflowError as exc:
         print(f"mirrorflow: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    except Exception as exc:  # a client library's error: still one line, no traceback
+        if type(exc).__module__.split(".")[0] not in ("cimpl", "confluent_kafka", "pyspark",
+                                                      "py4j"):
+            raise
+        detail = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc
+        print(f"mirrorflow: error: {type(exc).__name__}: {detail}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -131,6 +131,8 @@ def new_client(kind, config: dict[str, Any], where: str):
     naming ``where`` with every secret value redacted (librdkafka quotes values)."""
     from confluent_kafka import KafkaException
 
+    # librdkafka's own log lines go through Python logging, not straight to stderr.
+    config = {"logger": logging.getLogger("mirrorflow.librdkafka"), **config}
     try:
         return kind(config)
     except (KafkaException, ValueError, TypeError) as exc:
@@ -184,15 +186,41 @@ def consumer(cluster: ClusterConfig, **extra: Any):
                       f"cluster {cluster.alias!r}, consumer")
 
 
-def answers_metadata(cluster: ClusterConfig, timeout: float = 10.0) -> bool:
-    """True when the cluster answers a metadata request made with its own admin settings
-    (security included)."""
-    admin = admin_client(cluster, **{"socket.timeout.ms": int(timeout * 1000)})
-    try:
-        admin.list_topics(timeout=timeout)
-    except Exception:
-        return False
-    return True
+class ClusterUnreachableError(MirrorflowError):
+    """A cluster does not answer; the message names its alias and address."""
+
+
+def check_reachable(cluster: ClusterConfig, timeout: float = 10.0) -> None:
+    """Raise :class:`ClusterUnreachableError` unless the cluster answers a metadata
+    request made with its own admin settings (security included)."""
+    import time
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    # librdkafka retries until the timeout; its error callback says at once when every
+    # broker refused the connection or the credentials were rejected.
+    hopeless = (KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION,
+                KafkaError._SSL, KafkaError._RESOLVE)
+    seen: list = []
+    admin = admin_client(cluster, **{"socket.timeout.ms": int(timeout * 1000),
+                                     "error_cb": seen.append})
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            admin.list_topics(timeout=min(1.0, max(deadline - time.monotonic(), 0.1)))
+            return
+        except KafkaException as exc:
+            last = exc.args[0]
+        admin.poll(0)
+        known = [e for e in seen if e.code() in hopeless]
+        if known or time.monotonic() >= deadline:
+            error = known[-1] if known else last
+            reason = ("no broker answers there" if error.code() in (
+                KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._TIMED_OUT)
+                else error.str())
+            raise ClusterUnreachableError(
+                f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}) is not reachable: "
+                f"{redact(reason, client_config(cluster, 'admin'))}") from None
 
 
 def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from mirrorflow import clients
 from mirrorflow.config import ClusterConfig
 from mirrorflow.internal_topics import CompactedTopic
+from mirrorflow.lease import check_held
 
 TopicPart = tuple[str, int]
 KEEP_SPANS = 1000
@@ -92,6 +93,7 @@ class HistoryStore:
 
     def write(self, remote: Iterable[RemotePartition],
               syncs: Mapping[TopicPart, list[tuple[int, int]]]) -> None:
+        check_held()
         self.topic.ensure()
         records = [(f"owned/{r.remote_topic}/{r.partition}".encode(), r.to_json())
                    for r in remote]

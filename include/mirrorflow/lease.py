@@ -3,26 +3,38 @@
 Two runs of the same flow (a ``mirrorflow run`` beside the Airflow DAG, two Airflow
 deployments) must never write at once. Every step that writes (plan, the Spark job's
 mirror, commit, checkpoints, group sync, metadata sync) holds the flow's lease while it
-runs; ``mirrorflow run`` holds it for the whole cycle, and its Spark job joins it.
+runs; ``mirrorflow run`` holds it for the whole cycle.
 
-The lease is the replay of one single-partition topic, ``mirrorflow-leases.internal``:
-every contender appends an ``acquire`` record, reads the log up to its own record and
-replays it with :func:`holder`. The log's order is the same for every reader, so every
-contender computes the same holder: the first live claim wins, later ones are ignored
-until it is released or lapses (``mirrorflow.lease.timeout.seconds`` after its last
-renewal). A holder renews every third of that. Clocks of the contenders must agree to
-well within the timeout. The topic uses time retention (one day), not compaction, so
-the records a replay needs are never compacted away.
+The lease belongs to an **owner** (a run id) and is held by one or more **holders** (each
+step that holds it, e.g. the tasks of one DAG run, some at the same time, or a run's
+Spark job): a holder joins a lease its own run owns, and the lease is free again only
+once every holder has released it or lapsed, so siblings never release each other.
+
+It is the replay of one single-partition topic, ``mirrorflow-leases.internal``: every
+contender appends an ``acquire`` record, reads the log up to its own record and replays
+it with :func:`holder`. The log's order is the same for every reader, so every contender
+computes the same answer: the first live claim wins, a claim by another owner while a
+holder is live is void. A holder renews every third of ``mirrorflow.lease.timeout.seconds``
+and lapses that long after its last renewal. Clocks of the contenders must agree to well
+within the timeout. The topic uses time retention (one day), not compaction, so the
+records a replay needs are never compacted away.
+
+A holder that cannot renew in time (a paused process, a partitioned network) may have
+been replaced. :meth:`FlowLease.check` raises :class:`LeaseLostError` then, and every step
+calls :func:`check_held` right before it commits anything (positions, offset syncs,
+checkpoints, group offsets, topic metadata, plans), so a lapsed holder stops first.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from mirrorflow import clients
 from mirrorflow.config import FlowConfig, MirrorConfig
@@ -34,66 +46,92 @@ log = logging.getLogger(__name__)
 LEASES_TOPIC = "mirrorflow-leases.internal"
 RETENTION_MS = 24 * 3600 * 1000
 POLL_S = 1.0
+_HELD: contextvars.ContextVar[FlowLease | None] = contextvars.ContextVar("lease", default=None)
 
 
 class LeaseHeldError(MirrorflowError):
     """Another run holds the flow; nothing was done."""
 
 
+class LeaseLostError(MirrorflowError):
+    """This holder's lease lapsed: another run may hold the flow now; nothing more is
+    committed."""
+
+
 @dataclass(frozen=True)
 class LeaseRecord:
-    """One claim, renewal or release of a flow's lease."""
+    """One claim, renewal or release of a flow's lease by one holder of an owner."""
 
     flow: str
     owner: str
     op: str  # acquire, renew, release
     at_ms: int
     ttl_ms: int
+    holder: str = ""
 
     @property
     def until_ms(self) -> int:
         return self.at_ms + self.ttl_ms
 
 
-def holder(records: Iterable[LeaseRecord]) -> LeaseRecord | None:
-    """The holding record after replaying ``records`` (one flow's, in log order)."""
-    state: LeaseRecord | None = None
+@dataclass
+class LeaseState:
+    """The replay's answer: the owning run and its live holders (holder -> until)."""
+
+    owner: str
+    holders: dict[str, int] = field(default_factory=dict)
+
+    def live(self, at_ms: int) -> bool:
+        return any(until > at_ms for until in self.holders.values())
+
+    @property
+    def until_ms(self) -> int:
+        return max(self.holders.values(), default=0)
+
+
+def holder(records: Iterable[LeaseRecord]) -> LeaseState | None:
+    """The lease after replaying ``records`` (one flow's, in log order)."""
+    state: LeaseState | None = None
     for record in records:
-        live = state is not None and state.until_ms > record.at_ms
+        if state is not None and not state.live(record.at_ms):
+            state = None
         if record.op == "release":
             if state is not None and state.owner == record.owner:
-                state = None
-        elif not live or state.owner == record.owner:
-            state = record
+                state.holders.pop(record.holder, None)
+                if not state.holders:
+                    state = None
+        elif state is None:
+            state = LeaseState(record.owner, {record.holder: record.until_ms})
+        elif state.owner == record.owner:
+            state.holders[record.holder] = record.until_ms
     return state
 
 
-def _last_index(records: list[LeaseRecord], record: LeaseRecord) -> int:
-    return len(records) - 1 - records[::-1].index(record)
-
-
 class FlowLease:
-    """``with FlowLease(config, flow, owner):`` holds the flow for ``owner`` (a run id).
-    Re-entrant per owner: a holder's own Spark job joins its lease and leaves it held."""
+    """``with FlowLease(config, flow, owner):`` holds the flow for ``owner`` (a run id),
+    joining a lease its run already owns (see the module's note)."""
 
     def __init__(self, config: MirrorConfig, flow: FlowConfig, owner: str,
                  wait_s: float | None = None):
         self.cluster = config.cluster(flow.target)
         self.flow = flow.name
         self.owner = owner
+        self.holder = uuid.uuid4().hex[:12]
         self.ttl_ms = flow.get("mirrorflow.lease.timeout.seconds") * 1000
         self.wait_s = flow.get("mirrorflow.lease.wait.seconds") if wait_s is None else wait_s
         self.replication_factor = flow.get("replication.factor")
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
-        self._joined = False
+        self._renewed = 0.0  # monotonic time of the last acknowledged claim or renewal
+        self._token: contextvars.Token | None = None
 
     def _topic(self) -> CompactedTopic:
         return CompactedTopic(self.cluster, LEASES_TOPIC, 1, self.replication_factor)
 
     def _append(self, op: str) -> LeaseRecord:
-        record = LeaseRecord(self.flow, self.owner, op, int(time.time() * 1000), self.ttl_ms)
+        record = LeaseRecord(self.flow, self.owner, op, int(time.time() * 1000), self.ttl_ms,
+                             self.holder)
         self._topic().write([(self.flow.encode(), json.dumps(asdict(record)).encode())])
         return record
 
@@ -111,10 +149,10 @@ class FlowLease:
                             entry.offset, exc)
         return out
 
-    def current(self) -> LeaseRecord | None:
+    def current(self) -> LeaseState | None:
         """Who holds the flow now, if anyone."""
         state = holder(self.records())
-        return state if state is not None and state.until_ms > time.time() * 1000 else None
+        return state if state is not None and state.live(int(time.time() * 1000)) else None
 
     def __enter__(self) -> FlowLease:
         clients.ensure_topic(self.cluster, LEASES_TOPIC, 1, self.replication_factor,
@@ -123,15 +161,16 @@ class FlowLease:
         deadline = time.monotonic() + self.wait_s
         waiting_for: str | None = None
         while True:
+            started = time.monotonic()
             claim = self._append("acquire")
             records = self.records()
-            state = holder(records)
-            if state is not None and state.owner == self.owner:
-                # Joined if this owner held the flow already when the claim landed.
-                before = holder(records[:_last_index(records, claim)])
-                self._joined = (before is not None and before.owner == self.owner
-                                and before.until_ms > claim.at_ms)
+            if claim not in records:  # not visible yet: read again
+                continue
+            state = holder(records[:records.index(claim) + 1])
+            if state is not None and self.holder in state.holders:
+                self._renewed = started
                 break
+            state = holder(records)
             if state is None:  # released after our claim, which it made void: claim again
                 continue
             if time.monotonic() >= deadline:
@@ -148,25 +187,49 @@ class FlowLease:
         self._renewer = threading.Thread(target=self._renew, daemon=True,
                                          name=f"lease {self.flow}")
         self._renewer.start()
+        self._token = _HELD.set(self)
         return self
 
     def _renew(self) -> None:
         while not self._stop.wait(self.ttl_ms / 3000):
+            started = time.monotonic()
             try:
                 self._append("renew")
                 state = holder(self.records())
             except Exception as exc:  # a failed renewal is retried; the lease may lapse
                 log.warning("renewing the lease of flow %s failed: %s", self.flow, exc)
                 continue
-            if state is None or state.owner != self.owner:
+            if state is None or self.holder not in state.holders:
                 log.error("flow %s: the lease of %s lapsed and was taken by %s", self.flow,
                           self.owner, state.owner if state else "nobody")
                 self.lost.set()
                 return
+            self._renewed = started
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLostError` unless this holder surely holds the flow: no
+        lapse seen by the renewer, and a renewal within the timeout."""
+        late = time.monotonic() - self._renewed > self.ttl_ms / 1000
+        if self.lost.is_set() or late:
+            self.lost.set()
+            raise LeaseLostError(
+                f"flow {self.flow}: the lease of {self.owner} on cluster "
+                f"{self.cluster.alias!r} lapsed (not renewed within "
+                f"{self.ttl_ms / 1000:.0f}s, mirrorflow.lease.timeout.seconds); another run "
+                "may hold the flow, so nothing more is committed")
 
     def __exit__(self, *exc_info) -> None:
+        if self._token is not None:
+            _HELD.reset(self._token)
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join()
-        if not self._joined and not self.lost.is_set():
+        if not self.lost.is_set():
             self._append("release")
+
+
+def check_held() -> None:
+    """Before committing anything: the lease held in this context must still be held."""
+    lease = _HELD.get()
+    if lease is not None:
+        lease.check()

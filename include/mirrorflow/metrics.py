@@ -138,10 +138,14 @@ def render(values: dict[str, float], end: bool = True) -> str:
     return "\n".join(lines + (["# EOF"] if end else [])) + "\n"
 
 
-def exposition() -> str:
-    """Every flow's metrics as one OpenMetrics document (the plugin's endpoint)."""
+def exposition(flows: list[str] | None = None) -> str:
+    """The metrics of ``flows`` (default: every flow) as one OpenMetrics document (the
+    plugin's endpoint)."""
     values: dict[str, float] = {}
+    wanted = None if flows is None else {reports.flow_dir(f).name for f in flows}
     for path in sorted(reports.reports_dir().glob(f"*/{STATE}")):
+        if wanted is not None and path.parent.name not in wanted:
+            continue
         state = json.loads(path.read_text())
         values.update(state["counters"])
         values.update(state["gauges"])

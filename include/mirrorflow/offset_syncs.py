@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.internal_topics import CompactedTopic, read_log
+from mirrorflow.lease import check_held
 from mirrorflow.records import OffsetSync, RecordFormatError
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ def syncs_from_results(ranges: Iterable[dict]) -> list[OffsetSync]:
 
 
 def emit(config: MirrorConfig, flow: FlowConfig, syncs: list[OffsetSync]) -> int:
+    check_held()
     topic = offset_syncs_topic(config, flow)
     if syncs:
         topic.ensure()

@@ -22,6 +22,7 @@ import logging
 
 from mirrorflow.config import ClusterConfig
 from mirrorflow.internal_topics import CompactedTopic
+from mirrorflow.lease import check_held
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class OffsetStore:
 
     def commit(self, positions: dict[TopicPart, int]) -> None:
         """Record ``offset`` as the last mirrored upstream offset of each partition."""
+        check_held()
         self.topic.ensure()
         self.topic.write([(encode_key(self.source_alias, t, p), encode_value(o))
                           for (t, p), o in sorted(positions.items())])

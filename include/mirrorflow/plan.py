@@ -22,6 +22,7 @@ from mirrorflow import clients, topic_sync
 from mirrorflow.config import ClusterConfig, FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.internal_topics import CompactedTopic
+from mirrorflow.lease import check_held
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.watermarks import probe_watermarks
 
@@ -138,6 +139,7 @@ class PlanStore:
 
     def save(self, plan: Plan) -> None:
         """Store the plan and mark it pending, in that order."""
+        check_held()
         self.topic.ensure()
         self.topic.write([(b"plan/" + plan.plan_id.encode(), plan.to_json().encode()),
                           (PENDING_KEY, plan.plan_id.encode())])
@@ -150,6 +152,7 @@ class PlanStore:
         return self._parse(plan_id, text)
 
     def save_result(self, plan_id: str, result: dict) -> None:
+        check_held()
         self.topic.write([(b"result/" + plan_id.encode(), json.dumps(result).encode())])
 
     def save_empty_result(self, plan_id: str) -> None:
@@ -180,6 +183,7 @@ class PlanStore:
     def mark_committed(self, plan: Plan) -> None:
         """Clear the pending mark (if it is still this plan's) and drop all but the newest
         plans and results; malformed stored plans are dropped with a warning."""
+        check_held()
         entries = self.topic.read()
         stored, malformed = [], []
         for key, value in entries.items():
@@ -250,6 +254,7 @@ def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[st
     new = [NewTopic(remote[t], num_partitions=topics[t],
                     replication_factor=flow.get("replication.factor"),
                     config=configs.get(t, {})) for t in missing]
+    check_held()
     for name, future in admin.create_topics(new, operation_timeout=30).items():
         try:
             future.result(timeout=30)
@@ -275,12 +280,17 @@ def _max_message_bytes(target: ClusterConfig, topics: list[str]) -> dict[str, in
 def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
                only_topics: Iterable[str] | None = None,
                max_records: int | None = None, dry_run: bool = False) -> Plan:
-    """Plan every source partition from its committed position to its true end.
-    A dry run writes nothing: no remote topic is created (their ends count as 0)."""
+    """Plan every source partition from its committed position to its end (for the
+    source's isolation level); ``only_topics`` narrows the flow's topics (its heartbeat
+    topics always stay in). A dry run writes nothing: no remote topic is created."""
     topics = discover_topics(config, flow)
     if only_topics is not None:
+        # Heartbeat topics stay in, as MM2 always replicates them: the run's sensor waits
+        # for the heartbeat this very plan carries.
+        policy = flow.policy()
         wanted = set(only_topics)
-        topics = {t: n for t, n in topics.items() if t in wanted}
+        topics = {t: n for t, n in topics.items()
+                  if t in wanted or policy.is_heartbeats_topic(t)}
     remote = ensure_remote_topics(config, flow, topics, create=not dry_run)
     cap = min(max_records or flow.get("mirrorflow.max.records.per.partition"),
               flow.get("mirrorflow.max.records.per.partition"))

@@ -272,7 +272,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
     flow = config.flow(flow_name)
     run_id = run_id or f"manual__{time.strftime('%Y%m%dT%H%M%S')}_{uuid.uuid4().hex[:6]}"
     with FlowLease(config, flow, run_id):
-        beat = heartbeats.emit(config, flow) if flow.get("emit.heartbeats.enabled") else None
+        beat = heartbeats.emit(config, flow) if heartbeats.emits(config, flow) else None
         plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
                                  max_records=max_records)
         validation = None
@@ -297,8 +297,8 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         report.validation = validation.to_dict() if validation else None
         checkpoint_step(config, flow, report)
         report.metadata = metadata_step(config, flow)
-        if beat is not None:
-            report.heartbeat = asdict(heartbeats.status(config, flow, beat.timestamp))
+        if beat is not None and heartbeats.senses(config, flow):
+            report.heartbeat = asdict(heartbeats.status(config, flow, beat))
         report.duration_s = round(time.monotonic() - started, 3)
         report.lag = publish(config, flow, run_id, asdict(report))["lag"]
     return report

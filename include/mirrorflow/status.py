@@ -46,9 +46,15 @@ def chart(values: list[int | None], width: int = 240, height: int = 48) -> str:
             "</svg>")
 
 
-def page(base_url: str = "/mirrorflow") -> str:
+def flows() -> list[str]:
+    """Every flow with a reported run, by name (``a->b``)."""
+    return _flows()
+
+
+def page(base_url: str = "/mirrorflow", shown: list[str] | None = None) -> str:
+    """The status page for the flows in ``shown`` (default: every reported flow)."""
     rows = []
-    for flow in _flows():
+    for flow in _flows() if shown is None else shown:
         history = _history(flow)
         last = history[-1]
         validation = last.get("validation") or {}

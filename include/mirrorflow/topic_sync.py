@@ -27,6 +27,7 @@ from typing import Any
 from mirrorflow import clients
 from mirrorflow.config import ClusterConfig, FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.lease import check_held
 from mirrorflow.policy import compile_pattern_list
 
 log = logging.getLogger(__name__)
@@ -179,6 +180,7 @@ def source_topic_configs(config: MirrorConfig, flow: FlowConfig,
 def alter_configs(cluster: ClusterConfig, changes: Mapping[str, Mapping[str, str | None]]
                   ) -> None:
     """IncrementalAlterConfigs (SET or DELETE) per topic; errors name topic and cluster."""
+    check_held()
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
@@ -207,6 +209,7 @@ def alter_configs(cluster: ClusterConfig, changes: Mapping[str, Mapping[str, str
 def add_partitions(cluster: ClusterConfig, counts: Mapping[str, int],
                    current: Mapping[str, int]) -> None:
     """CreatePartitions up to ``counts``; a broker without the API gets a clear error."""
+    check_held()
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewPartitions
 
@@ -260,6 +263,7 @@ def describe_topic_acls(cluster: ClusterConfig) -> list[TopicAcl] | None:
 
 def create_acls(cluster: ClusterConfig, acls: list[TopicAcl]) -> None:
     """CreateAcls for literal topic bindings; a refusal names the cluster and binding."""
+    check_held()
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import (
         AclBinding,
