@@ -24,7 +24,7 @@ demo airflow airflow-db: export AIRFLOW_HOME = $(AIRFLOW_LOCAL_HOME)
 demo airflow airflow-db: export AIRFLOW__CORE__DAGS_FOLDER = $(CURDIR)/dags
 demo airflow airflow-db: export AIRFLOW__CORE__PLUGINS_FOLDER = $(CURDIR)/plugins
 demo airflow airflow-db: export AIRFLOW__CORE__LOAD_EXAMPLES = False
-demo airflow airflow-db: export AIRFLOW_CONN_SPARK_DEFAULT = {"conn_type": "spark", "host": "local[*]"}
+demo airflow airflow-db: export AIRFLOW_CONN_SPARK_DEFAULT = {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": 15002}
 demo airflow airflow-db: export MIRRORFLOW_CONFIG = $(CURDIR)/$(CONFIG)
 
 $(BIN)/python:

@@ -90,8 +90,10 @@ def two_clusters(kafka: dict[str, LocalBroker]) -> dict[str, str]:
     no consumer group is left from an earlier test, so every test starts as on fresh
     brokers. A broker an earlier test stopped is started again (its data kept)."""
     from helpers.kafka import wipe
+    from mirrorflow.clients import close_shared
     from mirrorflow.localcluster import start
 
+    close_shared()
     for broker in kafka.values():
         start(broker)
         wipe(broker.bootstrap)

@@ -222,6 +222,8 @@ def test_malformed_internal_records_are_skipped_with_warnings(
                              (b, "mirrorflow-history.a.internal")):
         producer = Producer({"bootstrap.servers": bootstrap})
         for key, value in garbage:
+            if key is None and topic == "heartbeats":
+                continue  # its remote topic is compacted, as MM2 creates it: a key is required
             producer.produce(topic, key=key, value=value)
         producer.flush(10)
     produce(a, "orders", varied_records(10, 40), 1)

@@ -6,12 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers.kafka import config_file, create_topic, produce, topics, varied_records
-from mirrorflow import plan as plan_module
+from helpers.kafka import config_file, create_topic, delete_records, produce, topics, varied_records
 from mirrorflow.config import load_config
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.plan import DataLossError, PlanError, PlanStore, build_plan, plan_run
-from mirrorflow.watermarks import Watermarks, probe_watermarks
 
 pytestmark = pytest.mark.broker
 
@@ -98,35 +96,28 @@ def test_truncated_source_is_detected(setup) -> None:
         build_plan(config, config.flow("a->b"), "r")
 
 
-def _with_log_start(monkeypatch: pytest.MonkeyPatch, topic: str, low: int) -> None:
-    """Tansu has no DeleteRecords and keeps its log start at 0; raise it for one topic.
-
-    The only double in these tests: it stands in for retention on the source, which the
-    local broker cannot do. Everything else (offsets, ends, stores) is the real broker's.
-    """
-    def probe(cluster, parts, *args, **kwargs):
-        marks = probe_watermarks(cluster, parts, *args, **kwargs)
-        return {tp: Watermarks(low, m.high) if tp[0] == topic else m for tp, m in marks.items()}
-
-    monkeypatch.setattr(plan_module, "probe_watermarks", probe)
+def _retention(a: str, low: int) -> None:
+    """Retention on the source, by DeleteRecords: every orders partition starts at ``low``."""
+    for partition in range(3):
+        delete_records(a, "orders", partition, low)
 
 
-def test_retention_gap_fails_naming_the_range(setup, monkeypatch) -> None:
+def test_retention_gap_fails_naming_the_range(setup) -> None:
     config, a, b = setup
     OffsetStore(config.cluster("b"), "a").commit({("orders", 1): 99})
-    _with_log_start(monkeypatch, "orders", 250)
+    _retention(a, 250)
     with pytest.raises(DataLossError, match=r"orders\[1\]: offsets 100\.\.249 were removed"):
         build_plan(config, config.flow("a->b"), "r")
 
 
-def test_retention_gap_recorded_when_fail_on_data_loss_false(setup, tmp_path, monkeypatch):
+def test_retention_gap_recorded_when_fail_on_data_loss_false(setup, tmp_path):
     config, a, b = setup
     text = Path(config.path).read_text() + "a->b.failOnDataLoss = false\n"
     path = tmp_path / "lenient.properties"
     path.write_text(text)
     config = load_config(path)
     OffsetStore(config.cluster("b"), "a").commit({("orders", 1): 99})
-    _with_log_start(monkeypatch, "orders", 250)
+    _retention(a, 250)
     plan = build_plan(config, config.flow("a->b"), "r")
     assert [(g.topic, g.partition, g.start, g.end) for g in plan.gaps] == [
         ("orders", 1, 100, 250)]

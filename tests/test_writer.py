@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Producer
 
-from helpers.kafka import create_topic, produce, read_partition, varied_records
+from helpers.kafka import create_topic, delete_records, produce, read_partition, varied_records
 from mirrorflow import ledger
 from mirrorflow.config import parse_config
 from mirrorflow.writer import DataLossError, PartitionWriter, WriteError, WriteTask
@@ -178,9 +177,7 @@ def test_records_lost_to_retention_fail_the_write_naming_them(two_clusters) -> N
     create_topic(a, "orders", 1)
     create_topic(b, "a.orders", 1)
     produce(a, "orders", varied_records(100), 1)
-    admin = AdminClient({"bootstrap.servers": a})
-    admin.delete_records([TopicPartition("orders", 0, 30)])[TopicPartition("orders", 0, 30)] \
-        .result(10)
+    delete_records(a, "orders", 0, 30)
     writer = new_writer(two_clusters, 10, 100)
     with pytest.raises(DataLossError, match=r"source orders\[0\]: offsets 10\.\.29 of the "
                                             r"planned range 10\.\.99 were removed by retention"):
@@ -193,9 +190,7 @@ def test_retention_gap_is_recorded_when_data_loss_is_accepted(two_clusters) -> N
     create_topic(a, "orders", 1)
     create_topic(b, "a.orders", 1)
     produce(a, "orders", varied_records(100), 1)
-    admin = AdminClient({"bootstrap.servers": a})
-    admin.delete_records([TopicPartition("orders", 0, 30)])[TopicPartition("orders", 0, 30)] \
-        .result(10)
+    delete_records(a, "orders", 0, 30)
     writer = new_writer(two_clusters, 10, 100, fail_on_data_loss=False)
     writer.write_batch(batch_of(varied_records(70, 30), list(range(30, 100))))
     result = writer.close()

@@ -314,16 +314,19 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             committed >> sensed
             last.append(sensed)
         planned >> mirror >> validate >> committed
+        checkpointed = committed
         if flow.get("emit.checkpoints.enabled"):
-            cps = task(task_id="checkpoint", doc_md="Checkpoints for the selected groups.")(
+            checkpointed = task(task_id="checkpoint",
+                                doc_md="Checkpoints for the selected groups.")(
                 checkpoint)(path, name)
-            committed >> cps
-            last.append(cps)
+            committed >> checkpointed
+            last.append(checkpointed)
         if flow.get("sync.group.offsets.enabled"):
+            # After this run's checkpoints: the sync reads the checkpoint store, as MM2's does.
             synced = task(task_id="sync_group_offsets",
                           doc_md="Translated offsets into idle target groups, forward only.")(
                 sync_group_offsets)(path, name)
-            committed >> synced
+            checkpointed >> synced
             last.append(synced)
         if flow.get("sync.topic.configs.enabled") or flow.get("sync.topic.acls.enabled"):
             metadata = task(task_id="sync_topic_metadata",

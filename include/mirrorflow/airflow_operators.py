@@ -62,6 +62,7 @@ class MirrorJobOperator(BaseOperator):
         from mirrorflow.spark.session import get_session
 
         url = SparkConnectHook(conn_id=self.conn_id).get_connection_url()
+        self.log.info("mirroring plan %s on the Spark Connect server %s", plan.plan_id, url)
         run_steps(get_session(url), config, flow, plan, run_id=self.run_id)
 
     def _submit(self, plan_id: str) -> None:

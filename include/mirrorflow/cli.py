@@ -70,6 +70,9 @@ def cmd_local(args: argparse.Namespace) -> int:
         for broker in localcluster.up(config, state_dir):
             print(f"{broker.alias}: running on {broker.bootstrap} (pid {broker.pid()}, "
                   f"log {broker.log_file})")
+        for server in localcluster.connect_servers(config, state_dir):
+            print(f"Spark Connect: running on {server.url} (pid {server.pid()}, "
+                  f"log {server.log_file})")
     elif args.action == "down":
         stopped = localcluster.down(config, state_dir)
         print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
@@ -77,6 +80,9 @@ def cmd_local(args: argparse.Namespace) -> int:
         for st in localcluster.status(config, state_dir):
             state = "answering" if st.answering else "not answering"
             print(f"{st.alias}: {st.bootstrap} pid={st.pid or '-'} {state}")
+        for server in localcluster.connect_servers(config, state_dir):
+            state = "answering" if server.answering() else "not answering"
+            print(f"Spark Connect: {server.url} pid={server.pid() or '-'} {state}")
     return EXIT_OK
 
 
@@ -198,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     ref = config_sub.add_parser("reference", help="every flow property with its default")
     ref.set_defaults(func=cmd_config_reference)
 
-    local = sub.add_parser("local", help="local Tansu brokers for the config's loopback clusters")
+    local = sub.add_parser("local", help="local Apache Kafka brokers for the config's loopback "
+                           "clusters, and its local Spark Connect server")
     local.add_argument("action", choices=["up", "down", "status"])
     local.add_argument("config")
     local.add_argument("--state-dir", default=str(localcluster.DEFAULT_STATE_DIR))

@@ -163,18 +163,44 @@ def client_config(cluster: ClusterConfig, role: str, **extra: Any) -> dict[str, 
     return config
 
 
+# Admin clients and the internal topics' producer are kept per cluster and settings for
+# the life of the process: a run makes dozens of small calls, and a new client costs a
+# connection, a metadata round trip and, for a producer, its start (0.1-0.5 s each).
+_SHARED: dict[tuple, Any] = {}
+
+
+def _shared(kind, cluster: ClusterConfig, role: str, extra: dict[str, Any], where: str):
+    key = (kind.__name__, cluster.alias, cluster.bootstrap_servers,
+           tuple(sorted(cluster.client_config(role).items())), tuple(sorted(extra.items())))
+    client = _SHARED.get(key)
+    if client is None:
+        client = _SHARED[key] = new_client(kind, client_config(cluster, role, **extra), where)
+    return client
+
+
+def close_shared() -> None:
+    """Forget the shared clients (after their clusters were torn down)."""
+    for client in _SHARED.values():
+        if hasattr(client, "flush"):
+            client.flush(5)
+    _SHARED.clear()
+
+
 def admin_client(cluster: ClusterConfig, **extra: Any):
+    """The cluster's admin client: shared, unless ``extra`` holds callbacks."""
     from confluent_kafka.admin import AdminClient
 
-    return new_client(AdminClient, client_config(cluster, "admin", **extra),
-                      f"cluster {cluster.alias!r}, admin client")
+    where = f"cluster {cluster.alias!r}, admin client"
+    if any(callable(v) for v in extra.values()):
+        return new_client(AdminClient, client_config(cluster, "admin", **extra), where)
+    return _shared(AdminClient, cluster, "admin", extra, where)
 
 
 def producer(cluster: ClusterConfig, **extra: Any):
+    """A producer for the cluster, shared per settings (callers flush what they send)."""
     from confluent_kafka import Producer
 
-    return new_client(Producer, client_config(cluster, "producer", **extra),
-                      f"cluster {cluster.alias!r}, producer")
+    return _shared(Producer, cluster, "producer", extra, f"cluster {cluster.alias!r}, producer")
 
 
 def consumer(cluster: ClusterConfig, **extra: Any):

@@ -11,6 +11,10 @@ is left out where the remote topic stamps its own, ``LogAppendTime``).
   flow's own spans (this plan's records), another flow's spans (fan-in), or none: a
   foreign record.
 
+A **compacted** remote topic may lose a record to the target's log cleaner as soon as a
+newer record of its key is written, so on both sides only the newest record of each key
+in the range counts there (what compaction keeps, and what a consumer ends up with).
+
 Per range, count and ``bit_xor(xxhash64(digest, remote offset))`` over the source
 records and over the flow's own target records are equal exactly when every source
 record sits at the remote offset claimed for it, with equal content, and nothing else
@@ -64,6 +68,11 @@ class Counts:
     digest: int | None = None
     first: int | None = None
     last: int | None = None
+    compared: int | None = None  # records counted (compacted topics: newest per key)
+
+    def __post_init__(self) -> None:
+        if self.compared is None:
+            self.compared = self.records
 
 
 @dataclass
@@ -83,8 +92,8 @@ class Compared:
 
     @property
     def equal(self) -> bool:
-        return (self.source.records, self.source.digest) == (self.target.records,
-                                                             self.target.digest)
+        return (self.source.compared, self.source.digest) == (self.target.compared,
+                                                              self.target.digest)
 
 
 def _runs(check: RangeCheck) -> list[tuple[int, int, int | None]]:
@@ -129,10 +138,12 @@ def _in(column, values: Iterable[str], F):
 
 def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeCheck],
             regions: list[RegionCheck], no_timestamps: set[str],
-            split_records: int | None = None) -> dict[tuple[str, int], Compared]:
+            split_records: int | None = None,
+            compacted: set[str] = frozenset()) -> dict[tuple[str, int], Compared]:
     """Per remote partition: the range's aggregates on both sides, the region's foreign
     records and, where the aggregates differ, the record-by-record findings.
-    ``no_timestamps`` are the remote topics whose timestamps are not compared."""
+    ``no_timestamps`` are the remote topics whose timestamps are not compared;
+    ``compacted`` those compared on the newest record of each key."""
     from pyspark.sql import functions as F
 
     out: dict[tuple[str, int], Compared] = {(r.remote_topic, r.partition): Compared()
@@ -148,25 +159,49 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
                                   split_records))
     if not sides:
         return out
-    records = sides[0] if len(sides) == 1 else sides[0].unionByName(sides[1])
+    records = _newest_per_key(
+        F, sides[0] if len(sides) == 1 else sides[0].unionByName(sides[1]), compacted)
+    kept = F.col("kept")
     rows = (records.where(F.col("side") != "o")
             .groupBy("side", *KEY)
-            .agg(F.count("*").alias("n"), F.bit_xor(F.xxhash64("digest", "d")).alias("x"),
+            .agg(F.count("*").alias("all"), F.count(F.when(kept, 1)).alias("n"),
+                 F.bit_xor(F.when(kept, F.xxhash64("digest", "d"))).alias("x"),
                  F.min("d").alias("first"), F.max("d").alias("last"))
             .collect())
     for row in rows:
         item = out.setdefault((row["remote_topic"], row["partition"]), Compared())
         if row["side"] == "f":
-            item.foreign_records, item.first_foreign_offset = row["n"], row["first"]
+            item.foreign_records, item.first_foreign_offset = row["all"], row["first"]
         else:
             setattr(item, "source" if row["side"] == "s" else "target",
-                    Counts(row["n"], row["x"], row["first"], row["last"]))
+                    Counts(row["all"], row["x"], row["first"], row["last"], row["n"]))
+    for item in out.values():
+        # Records older than a newer one of their key may be gone from a compacted
+        # target; they count as there when the newest ones are.
+        item.target.records = (item.target.compared + item.source.records
+                               - item.source.compared)
     unequal = [key for key, item in out.items() if not item.equal]
     if unequal:
-        for key, found in _diagnose(spark, F, records, unequal).items():
+        for key, found in _diagnose(spark, F, records.where(kept), unequal).items():
             for name, value in found.items():
                 setattr(out[key], name, value)
     return out
+
+
+def _newest_per_key(F, records, compacted: set[str]):
+    """Mark (``kept``) what the comparison counts: every record, except on compacted
+    remote topics, where of the flow's own records only the newest of each key per side
+    counts (foreign records always do)."""
+    if not compacted:
+        return records.drop("k").withColumn("kept", F.lit(True))
+    from pyspark.sql import Window
+
+    mine = _in(F.col("remote_topic"), compacted, F) & F.col("side").isin("s", "t")
+    place = F.when(F.col("side") == "s", F.col("u")).otherwise(F.col("d"))
+    newest = F.max(place).over(Window.partitionBy("side", *KEY, "k"))
+    return (records.where(~mine).withColumn("kept", F.lit(True))
+            .unionByName(records.where(mine).withColumn("kept", place == newest))
+            .drop("k"))
 
 
 def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split):
@@ -182,7 +217,7 @@ def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split
         "topic", "partition", F.col("offset").alias("u"),
         remote[F.col("topic")].alias("remote_topic"),
         _digest(F, ~_in(remote[F.col("topic")], no_timestamps, F)).alias("digest"),
-        F.floor(F.col("offset") / BUCKET).alias("bucket"))
+        F.col("key").alias("k"), F.floor(F.col("offset") / BUCKET).alias("bucket"))
     joined = records.join(
         F.broadcast(runs.withColumnRenamed("topic", "run_topic")
                     .withColumnRenamed("partition", "run_partition")
@@ -191,7 +226,7 @@ def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split
         & (F.col("bucket") == F.col("run_bucket")) & (F.col("u") >= F.col("lo"))
         & (F.col("u") < F.col("hi")), "left")
     return joined.select(F.lit("s").alias("side"), "remote_topic", "partition",
-                         (F.col("u") + F.col("delta")).alias("d"), "u", "digest")
+                         (F.col("u") + F.col("delta")).alias("d"), "u", "digest", "k")
 
 
 def _target_side(spark, F, config, flow, regions, no_timestamps, split):
@@ -210,7 +245,7 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split):
     records = frame.select(
         F.col("topic").alias("remote_topic"), "partition", F.col("offset").alias("d"),
         _digest(F, ~_in(F.col("topic"), no_timestamps, F)).alias("digest"),
-        F.floor(F.col("offset") / BUCKET).alias("bucket"))
+        F.col("key").alias("k"), F.floor(F.col("offset") / BUCKET).alias("bucket"))
     joined = records.join(
         F.broadcast(owners),
         (F.col("remote_topic") == F.col("owner_topic"))
@@ -218,7 +253,7 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split):
         & (F.col("bucket") == F.col("owner_bucket")) & (F.col("d") >= F.col("lo"))
         & (F.col("d") < F.col("hi")), "left")
     return joined.select(F.coalesce("owner", F.lit("f")).alias("side"), "remote_topic",
-                         "partition", "d", F.lit(None).cast("long").alias("u"), "digest")
+                         "partition", "d", F.lit(None).cast("long").alias("u"), "digest", "k")
 
 
 def _diagnose(spark, F, records, keys: list[tuple[str, int]]) -> dict[tuple[str, int], dict]:

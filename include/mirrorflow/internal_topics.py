@@ -50,8 +50,11 @@ def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[
     records: list[LogRecord] = []
     if not pending:
         return records
+    # A short fetch wait: the read ends at the partition's end, where librdkafka's default
+    # would hold each last fetch for 500 ms.
     consumer = clients.consumer(cluster, **{"group.id": "mirrorflow-internal",
-                                            "enable.partition.eof": True})
+                                            "enable.partition.eof": True,
+                                            "fetch.wait.max.ms": 10})
     try:
         consumer.assign([TopicPartition(t, p, marks[(t, p)].low) for t, p in pending])
         deadline = time.monotonic() + timeout
@@ -113,8 +116,13 @@ class CompactedTopic:
             if err is not None:
                 errors.append(err.str())
 
+        # In order and acknowledged by all replicas; not idempotent, so that the shared
+        # producer survives a deleted and recreated internal topic (a compacted store
+        # keeps the newest value of a key, which a retried duplicate does not change).
         producer = clients.producer(self.cluster, **{
-            "enable.idempotence": True, "acks": "all", "partitioner": "murmur2_random"})
+            "acks": "all", "enable.idempotence": False,
+            "max.in.flight.requests.per.connection": 1, "linger.ms": 0,
+            "partitioner": "murmur2_random"})
         for key, value in records:
             producer.produce(self.topic, key=key, value=value, on_delivery=on_delivery)
         remaining = producer.flush(timeout)

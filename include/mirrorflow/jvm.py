@@ -51,3 +51,22 @@ def kafka_version() -> str:
         if match:
             return match.group(1)
     raise JvmError(f"no kafka_2.13 jar in {classpath_dir('broker')}")
+
+
+_LOG4J = """\
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+def log4j_config(log_file: Path) -> str:
+    """A log4j2 configuration that sends a JVM's whole log to ``log_file``, not to the
+    terminal or the test output."""
+    return _LOG4J.format(log_file=log_file.resolve())

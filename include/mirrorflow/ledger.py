@@ -62,49 +62,55 @@ class Resume:
     next_upstream: int
 
 
-def read_resume(target: ClusterConfig, source_alias: str, remote: Iterable[TopicPart],
-                timeout: float = TIMEOUT_S) -> dict[TopicPart, Resume]:
-    """The committed resume positions of these remote partitions (absent: none yet).
+def progress_consumer(target: ClusterConfig, source_alias: str):
+    """A consumer of the progress group that asks for stable offsets (KIP-447), for
+    :func:`committed_resume` and, in the writer, for the group's metadata."""
+    return clients.consumer(target, **{"group.id": progress_group(source_alias),
+                                       "isolation.level": "read_committed"})
 
-    Read by a ``read_committed`` consumer of the group, which asks for stable offsets
-    (KIP-447): a position still pending in an open transaction is waited for until that
-    transaction is committed or aborted, and coordinator moves are retried."""
+
+def committed_resume(consumer, target: ClusterConfig, remote: Iterable[TopicPart],
+                     timeout: float = TIMEOUT_S) -> dict[TopicPart, Resume]:
+    """The committed resume positions of these remote partitions (absent: none yet). A
+    position still pending in an open transaction is waited for until that transaction
+    is committed or aborted; coordinator moves are retried."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     coordinator_moving = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
-                           KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TIMED_OUT)
+                          KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TIMED_OUT)
     wanted = sorted(set(remote))
     if not wanted:
         return {}
-    group = progress_group(source_alias)
-    consumer = clients.consumer(target, **{"group.id": group,
-                                           "isolation.level": "read_committed"})
     deadline = time.monotonic() + timeout
-    try:
-        while True:
-            try:
-                found = consumer.committed([TopicPartition(t, p) for t, p in wanted],
-                                           timeout=timeout)
-                break
-            except KafkaException as exc:  # a coordinator moving or loading is retried
-                if exc.args[0].code() not in coordinator_moving or \
-                        time.monotonic() > deadline:
-                    raise LedgerError(
-                        f"cluster {target.alias!r} ({target.bootstrap_servers}): cannot read "
-                        f"the resume positions in group {group!r}: {exc.args[0].str()}"
-                    ) from None
-                time.sleep(0.2)
-    finally:
-        consumer.close()
+    while True:
+        try:
+            found = consumer.committed([TopicPartition(t, p) for t, p in wanted],
+                                       timeout=timeout)
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() not in coordinator_moving or time.monotonic() > deadline:
+                raise LedgerError(
+                    f"cluster {target.alias!r} ({target.bootstrap_servers}): cannot read the "
+                    f"resume positions: {exc.args[0].str()}") from None
+            time.sleep(0.2)
     out = {}
     for tp in found:
         if tp.error is not None:
             raise LedgerError(f"cluster {target.alias!r}: resume position of "
-                              f"{tp.topic}[{tp.partition}] in group {group!r}: "
-                              f"{tp.error.str()}")
+                              f"{tp.topic}[{tp.partition}]: {tp.error.str()}")
         if tp.offset >= 0:
             out[(tp.topic, tp.partition)] = Resume(tp.metadata or "", tp.offset)
     return out
+
+
+def read_resume(target: ClusterConfig, source_alias: str, remote: Iterable[TopicPart],
+                timeout: float = TIMEOUT_S) -> dict[TopicPart, Resume]:
+    """:func:`committed_resume` with a consumer of its own."""
+    consumer = progress_consumer(target, source_alias)
+    try:
+        return committed_resume(consumer, target, remote, timeout)
+    finally:
+        consumer.close()
 
 
 @dataclass(frozen=True)

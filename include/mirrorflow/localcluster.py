@@ -32,17 +32,6 @@ from mirrorflow.errors import MirrorflowError
 DEFAULT_STATE_DIR = Path(".mirrorflow")
 READY_TIMEOUT_S = 60.0
 HEAP = "512m"
-_LOG4J = """\
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log_file}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
-logger.state.name = state.change.logger
-logger.state.level = WARN
-"""
 
 
 class LocalClusterError(MirrorflowError):
@@ -221,7 +210,7 @@ def _format(broker: LocalBroker) -> None:
     """Write the broker's configuration, and format its log dirs once."""
     broker.home.mkdir(parents=True, exist_ok=True)
     (broker.home / "log4j2.properties").write_text(
-        _LOG4J.format(log_file=broker.log_file.resolve()))
+        jvm.log4j_config(broker.log_file))
     broker.server_properties.write_text(_server_properties(broker))
     if (broker.data_dir / "meta.properties").exists():
         return
@@ -295,8 +284,24 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
+def connect_servers(config: MirrorConfig, state_dir: Path) -> list:
+    """The local Spark Connect servers the enabled flows' ``mirrorflow.spark.master``
+    names (``sc://`` on loopback)."""
+    from mirrorflow.spark.connect_server import local_server
+
+    found = {}
+    for flow in config.enabled_flows():
+        server = local_server(flow.get("mirrorflow.spark.master"), state_dir)
+        if server is not None:
+            found[server.url] = server
+    return list(found.values())
+
+
 def up(config: MirrorConfig, state_dir: Path = DEFAULT_STATE_DIR) -> list[LocalBroker]:
-    """Start every local cluster of the config; on failure stop the ones started here."""
+    """Start every local cluster of the config, and its local Spark Connect server if it
+    names one; on failure stop the ones started here."""
+    from mirrorflow.spark import connect_server
+
     started: list[LocalBroker] = []
     brokers = local_brokers(config, state_dir)
     try:
@@ -305,6 +310,8 @@ def up(config: MirrorConfig, state_dir: Path = DEFAULT_STATE_DIR) -> list[LocalB
             start(broker)
             if not was_running:
                 started.append(broker)
+        for server in connect_servers(config, state_dir):
+            connect_server.start(server)
     except BaseException:
         for broker in started:
             stop(broker)
@@ -313,8 +320,12 @@ def up(config: MirrorConfig, state_dir: Path = DEFAULT_STATE_DIR) -> list[LocalB
 
 
 def down(config: MirrorConfig, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
-    """Stop the local clusters of the config that this module started."""
-    return [b.alias for b in local_brokers(config, state_dir) if stop(b)]
+    """Stop the local clusters (and Spark Connect server) of the config that this module
+    started; their names."""
+    from mirrorflow.spark import connect_server
+
+    stopped = [s.url for s in connect_servers(config, state_dir) if connect_server.stop(s)]
+    return [b.alias for b in local_brokers(config, state_dir) if stop(b)] + stopped
 
 
 @dataclass(frozen=True)

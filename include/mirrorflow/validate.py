@@ -36,6 +36,7 @@ import json
 import logging
 import math
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -302,15 +303,20 @@ def scope(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
     return out
 
 
-def log_append_time_topics(config: MirrorConfig, flow: FlowConfig,
-                           topics: set[str]) -> set[str]:
-    """Remote topics that stamp records with the broker's time (their timestamps are not
-    the source's, so they are not compared)."""
+def remote_topic_traits(config: MirrorConfig, flow: FlowConfig,
+                        topics: set[str]) -> tuple[set[str], set[str]]:
+    """The remote topics that stamp records with the broker's time (their timestamps are
+    not the source's, so they are not compared), and those the log cleaner compacts."""
     from mirrorflow.topic_sync import describe_configs
 
     described = describe_configs(config.cluster(flow.target), sorted(topics))
-    return {t for t, entries in described.items()
-            if getattr(entries.get("message.timestamp.type"), "value", None) == "LogAppendTime"}
+
+    def value(entries, name: str) -> str:
+        return getattr(entries.get(name), "value", None) or ""
+
+    return ({t for t, e in described.items()
+             if value(e, "message.timestamp.type") == "LogAppendTime"},
+            {t for t, e in described.items() if "compact" in value(e, "cleanup.policy")})
 
 
 def _fill(verdict: PartitionVerdict, found: Compared) -> None:
@@ -422,6 +428,12 @@ def _suite_from_doc(gx, doc: dict):
     return suite
 
 
+def prepare_validation() -> None:
+    """Import Great Expectations in the background: it takes seconds of CPU, and a run
+    mostly waits on brokers and Spark before its check needs it."""
+    threading.Thread(target=import_gx, daemon=True, name="import gx").start()
+
+
 def import_gx():
     """Great Expectations, imported with its usage analytics off unless the user set them."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -498,16 +510,18 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
     checks = scope(config, flow, plan, result, verified)
     validation = Validation(flow.name, run_id, plan.plan_id, True, fraction)
     if checks.regions:
-        no_timestamps = log_append_time_topics(config, flow,
-                                               {r.remote_topic for r in checks.regions})
+        no_timestamps, compacted = remote_topic_traits(
+            config, flow, {r.remote_topic for r in checks.regions})
         found = compare(spark, config, flow, checks.ranges, checks.regions, no_timestamps,
-                        flow.get("mirrorflow.records.per.spark.partition"))
+                        flow.get("mirrorflow.records.per.spark.partition"), compacted)
         for rp, verdict in checks.verdicts.items():
             verdict.timestamps_compared = rp[0] not in no_timestamps
             if rp in found:
                 _fill(verdict, found[rp])
         validation.notes += [f"{t}: timestamps not compared (message.timestamp.type = "
                              f"LogAppendTime on the target)" for t in sorted(no_timestamps)]
+        validation.notes += [f"{t}: compacted on the target; the newest record of each key "
+                             f"is compared" for t in sorted(compacted)]
     source_ends = {tp: w.high for tp, w in probe_watermarks(
         config.cluster(flow.source), [(r.topic, r.partition) for r in plan.ranges]).items()}
     verdict_list = sorted(checks.verdicts.values(), key=lambda v: (v.topic, v.partition))

@@ -215,7 +215,7 @@ class PartitionWriter:
     # -- lifecycle
     def open(self) -> None:
         """Fence earlier writers, then find where this plan's writing stopped."""
-        from confluent_kafka import Consumer, KafkaException, Producer
+        from confluent_kafka import KafkaException, Producer
 
         self._opened = time.monotonic()
         settings = {**_PRODUCER_DEFAULTS,
@@ -246,15 +246,13 @@ class PartitionWriter:
                         "idempotent producer", where, exc.args[0].str())
             producer = clients.new_client(Producer, settings, where)
         self._producer = producer
-        if self.result.transactional:
-            consumer = clients.new_client(Consumer, {
-                **clients.client_config(self.target, "consumer"),
-                "group.id": ledger.progress_group(self.task.source_alias)}, where)
+        consumer = ledger.progress_consumer(self.target, self.task.source_alias)
+        try:
             self._group = consumer.consumer_group_metadata()
+            remote = (self.task.remote_topic, self.task.partition)
+            resume = ledger.committed_resume(consumer, self.target, [remote]).get(remote)
+        finally:
             consumer.close()
-        resume = ledger.read_resume(self.target, self.task.source_alias,
-                                    [(self.task.remote_topic, self.task.partition)]).get(
-            (self.task.remote_topic, self.task.partition))
         if resume is not None and resume.plan_id == self.task.plan_id:
             self._next = max(resume.next_upstream, self.task.start)
         self.result.resumed_from = self._next

@@ -79,6 +79,13 @@ def read_partition(bootstrap: str, topic: str, partition: int, start: int = 0,
         consumer.close()
 
 
+def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    """Retention by hand: DeleteRecords moves the partition's log start to ``before``."""
+    tp = TopicPartition(topic, partition, before)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the answer comes
+    admin.delete_records([tp])[tp].result(10)
+
+
 def topics(bootstrap: str) -> set[str]:
     return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -44,14 +43,12 @@ def run_steps(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan,
     it under the same ``run_id`` lends), then validate; both results are stored with the
     plan. Returns the plan's result and the validation (None when not asked for)."""
     from mirrorflow.spark.mirror import mirror
-    from mirrorflow.validate import import_gx, validate_plan
+    from mirrorflow.validate import prepare_validation, validate_plan
 
     store = PlanStore(config, flow)
     run_id = run_id or plan.run_id
     if "validate" in steps and plan.ranges:
-        # Great Expectations takes seconds to import; the driver mostly waits on Spark
-        # while it mirrors, so the check's import happens meanwhile.
-        threading.Thread(target=import_gx, daemon=True, name="import gx").start()
+        prepare_validation()
     if "mirror" in steps:
         with FlowLease(config, flow, run_id):
             store.save_result(plan.plan_id, mirror(spark, config, flow, plan))

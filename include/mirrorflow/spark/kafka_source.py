@@ -31,13 +31,18 @@ _SPARK_OWNED = frozenset({
     "enable.auto.commit", "interceptor.classes", "key.serializer", "value.serializer"})
 
 OffsetRange = tuple[str, int, int, int]  # topic, partition, start, end (exclusive)
+# A range ends at or near the partition's end, where a fetch finds nothing more and the
+# broker holds it for fetch.max.wait.ms (Java's default 500 ms) per input partition:
+# measured, 8 small ranges 2.5 s -> 0.44 s. With data waiting, fetches return at once.
+FETCH_MAX_WAIT_MS = "10"
 
 
 def kafka_options(cluster: ClusterConfig, isolation: str | None = None) -> dict[str, str]:
     """``kafka.*`` options of Spark's Kafka source for reading ``cluster`` (with the
     cluster's consumer isolation level unless ``isolation`` is given)."""
     props = clients.java_client_config(cluster, "consumer")
-    options = {f"kafka.{k}": v for k, v in props.items() if k not in _SPARK_OWNED}
+    options = {"kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS,
+               **{f"kafka.{k}": v for k, v in props.items() if k not in _SPARK_OWNED}}
     options["kafka.isolation.level"] = isolation or cluster.isolation_level()
     return options
 

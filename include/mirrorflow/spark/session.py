@@ -40,6 +40,28 @@ def connector_jars() -> list[str]:
     return jvm.jars("spark-kafka")
 
 
+def ship_package(session) -> None:
+    """Give a Spark Connect session mirrorflow's code as a Python artifact, so that a
+    remote server's Python workers run this very version. (A server on this machine runs
+    this installation's code already; artifacts would cost it new Python workers for every
+    session: about a second per run.)"""
+    import tempfile
+    from pathlib import Path
+
+    from mirrorflow.spark.submit import package_zip
+
+    with tempfile.TemporaryDirectory(prefix="mirrorflow-artifact-") as work_dir:
+        session.addArtifacts(str(package_zip(Path(work_dir))), pyfile=True)
+
+
+def _on_this_machine(url: str) -> bool:
+    from urllib.parse import urlparse
+
+    from mirrorflow.localcluster import is_loopback
+
+    return is_loopback(urlparse(url.split(";", 1)[0]).hostname or "")
+
+
 def get_session(master: str, app_name: str = "mirrorflow"):
     """A SparkSession on ``master``: a Spark Connect client for ``sc://`` URLs, else an
     in-process driver with the Kafka connector's jars."""
@@ -49,6 +71,8 @@ def get_session(master: str, app_name: str = "mirrorflow"):
         session = SparkSession.builder.remote(master).getOrCreate()
         for key in SESSION_CONF:
             session.conf.set(key, SPARK_CONF[key])
+        if not _on_this_machine(master):
+            ship_package(session)
         return session
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in {**SPARK_CONF, "spark.jars": ",".join(connector_jars())}.items():

@@ -1,0 +1,215 @@
+"""Apache Kafka brokers with SASL/SCRAM over SSL and the StandardAuthorizer.
+
+A test CA and a broker certificate are made here with openssl; each broker has an admin
+(super user) and a ``mirror`` principal that holds exactly the ACLs docs/security.md
+lists, and nothing else. One whole cycle (heartbeats, plan, topic config and ACL sync,
+the Spark mirror and its proof, commit, checkpoints, group offset sync) must pass with
+those, proving the list sufficient; the ACL sync itself is checked on the target.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from helpers.kafka import varied_records
+from mirrorflow.clients import close_shared
+from mirrorflow.localcluster import LocalBroker, free_port, start, stop
+from mirrorflow.run import run_cycle
+
+pytestmark = pytest.mark.broker
+
+SCRAM = "SCRAM-SHA-256"
+USERS = {"admin": "admin-secret", "mirror": "mirror-secret", "alice": "alice-secret"}
+
+
+def make_certificates(folder: Path) -> tuple[Path, Path]:
+    """A CA (``ca.pem``) and a broker key and certificate for 127.0.0.1 (``broker.pem``,
+    key first, as Kafka's PEM key store reads it)."""
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
+            "-out", "ca.pem", "-days", "2", "-subj", "/CN=mirrorflow-test-ca")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key",
+            "-out", "broker.csr", "-subj", "/CN=localhost")
+    (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl("x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", "broker.crt", "-days", "2", "-extfile", "san.ext")
+    broker_pem = folder / "broker.pem"
+    broker_pem.write_text((folder / "broker.key").read_text()
+                          + (folder / "broker.crt").read_text())
+    return folder / "ca.pem", broker_pem
+
+
+def client(ca: Path, user: str) -> dict[str, str]:
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": SCRAM,
+            "sasl.username": user, "sasl.password": USERS[user], "ssl.ca.location": str(ca)}
+
+
+def secure_broker(alias: str, state: Path, ca: Path, broker_pem: Path) -> LocalBroker:
+    port = free_port()
+    jaas = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+            f'username="admin" password="{USERS["admin"]}";')
+    return LocalBroker(
+        alias, "127.0.0.1", port, state,
+        properties={
+            "listeners": f"SASL_SSL://127.0.0.1:{port},CONTROLLER://{{controller}}",
+            "advertised.listeners": f"SASL_SSL://127.0.0.1:{port}",
+            "inter.broker.listener.name": "SASL_SSL",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
+            "sasl.enabled.mechanisms": SCRAM,
+            "sasl.mechanism.inter.broker.protocol": SCRAM,
+            f"listener.name.sasl_ssl.{SCRAM.lower()}.sasl.jaas.config": jaas,
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(broker_pem),
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            # The controller listener is PLAINTEXT on loopback: its principal is ANONYMOUS.
+            "super.users": "User:admin;User:ANONYMOUS",
+            "log.retention.ms": "-1",
+        },
+        format_args=tuple(arg for user, password in USERS.items() for arg in (
+            "--add-scram", f"{SCRAM}=[name={user},password={password}]")),
+        client=client(ca, "admin"))
+
+
+def allow(principal: str, resource: ResourceType, name: str, pattern: ResourcePatternType,
+          *operations: AclOperation) -> list[AclBinding]:
+    return [AclBinding(resource, name, pattern, f"User:{principal}", "*", op,
+                       AclPermissionType.ALLOW) for op in operations]
+
+
+LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
+TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.BROKER
+TXN = ResourceType.TRANSACTIONAL_ID
+Op = AclOperation
+
+
+def mirror_acls_on_source(topics: list[str], target: str) -> list[AclBinding]:
+    """What the mirror's principal holds on a source cluster (docs/security.md)."""
+    acls = []
+    for topic in topics:  # the mirrored topics
+        acls += allow("mirror", TOPIC, topic, LITERAL, Op.READ, Op.DESCRIBE,
+                      Op.DESCRIBE_CONFIGS)
+    acls += allow("mirror", TOPIC, "heartbeats", LITERAL, Op.READ, Op.DESCRIBE,
+                  Op.DESCRIBE_CONFIGS, Op.CREATE, Op.WRITE)
+    acls += allow("mirror", TOPIC, f"mm2-offset-syncs.{target}.internal", LITERAL,
+                  Op.CREATE, Op.WRITE, Op.READ, Op.DESCRIBE)
+    acls += allow("mirror", GROUP, "*", LITERAL, Op.DESCRIBE)
+    acls += allow("mirror", CLUSTER, "kafka-cluster", LITERAL, Op.DESCRIBE)
+    return acls
+
+
+def mirror_acls_on_target(source: str) -> list[AclBinding]:
+    """What the mirror's principal holds on a target cluster (docs/security.md)."""
+    acls = allow("mirror", TOPIC, f"{source}.", PREFIXED, Op.CREATE, Op.WRITE, Op.READ,
+                 Op.DESCRIBE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.ALTER)
+    for prefix in (f"mm2-offsets.{source}.", "mirrorflow-"):
+        acls += allow("mirror", TOPIC, prefix, PREFIXED, Op.CREATE, Op.WRITE, Op.READ,
+                      Op.DESCRIBE)
+    acls += allow("mirror", TOPIC, "heartbeats", LITERAL, Op.CREATE, Op.WRITE, Op.READ,
+                  Op.DESCRIBE)
+    acls += allow("mirror", TXN, "mirrorflow|", PREFIXED, Op.WRITE, Op.DESCRIBE)
+    acls += allow("mirror", GROUP, f"__mirrorflow.{source}", LITERAL, Op.READ, Op.DESCRIBE)
+    acls += allow("mirror", GROUP, "*", LITERAL, Op.READ, Op.DESCRIBE)
+    acls += allow("mirror", CLUSTER, "kafka-cluster", LITERAL, Op.DESCRIBE, Op.ALTER)
+    return acls
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, Path]]:
+    folder = tmp_path_factory.mktemp("secure")
+    ca, broker_pem = make_certificates(folder)
+    brokers = {alias: secure_broker(alias, folder, ca, broker_pem) for alias in "ab"}
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(start, brokers.values()))
+    yield brokers, ca
+    close_shared()
+    for broker in brokers.values():
+        stop(broker)
+
+
+def test_mirror_over_sasl_ssl_with_exactly_the_documented_acls(secure, spark,
+                                                               tmp_path: Path) -> None:
+    brokers, ca = secure
+    a, b = brokers["a"].bootstrap, brokers["b"].bootstrap
+    admin_a = AdminClient({"bootstrap.servers": a, **client(ca, "admin")})
+    admin_b = AdminClient({"bootstrap.servers": b, **client(ca, "admin")})
+    for future in admin_a.create_topics([NewTopic("orders", 2, 1, config={
+            "retention.ms": "604800000", "cleanup.policy": "delete"})]).values():
+        future.result(30)
+    for future in admin_a.create_acls(
+            mirror_acls_on_source(["orders"], "b")
+            + allow("alice", TOPIC, "orders", LITERAL, Op.READ)
+            + allow("alice", GROUP, "billing", LITERAL, Op.READ)).values():
+        future.result(30)
+    for future in admin_b.create_acls(mirror_acls_on_target("a")).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": a, **client(ca, "admin")})
+    for index, (key, value, headers, ts) in enumerate(varied_records(200)):
+        producer.produce("orders", key=key, value=value, headers=headers, timestamp=ts,
+                         partition=index % 2)
+    assert producer.flush(30) == 0
+    # alice's application processes half of each partition on the source.
+    alice = Consumer({"bootstrap.servers": a, "group.id": "billing", **client(ca, "alice")})
+    alice.commit(offsets=[TopicPartition("orders", p, 50) for p in range(2)],
+                 asynchronous=False)
+    alice.close()
+
+    mirror = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+              f'username="mirror" password="{USERS["mirror"]}";')
+    path = tmp_path / "mm2.properties"
+    path.write_text("\n".join([
+        "clusters = a, b", f"a.bootstrap.servers = {a}", f"b.bootstrap.servers = {b}",
+        "a->b.enabled = true", "replication.factor = 1",
+        "offset-syncs.topic.replication.factor = 1", "checkpoints.topic.replication.factor = 1",
+        "heartbeats.topic.replication.factor = 1", "sync.group.offsets.enabled = true",
+        "security.protocol = SASL_SSL", f"sasl.mechanism = {SCRAM}",
+        f"sasl.jaas.config = {mirror}",
+        "ssl.truststore.type = PEM", f"ssl.truststore.location = {ca}"]) + "\n")
+
+    result = run_cycle(path, "a->b", spark=spark)
+
+    # The orders, and the heartbeat the reverse pair's connector emits into a (MM2 runs
+    # heartbeat connectors for disabled flows too), sensed on b.
+    assert result.records == 200 + 1 and result.heartbeat["arrived"] is True
+    reader = Consumer({"bootstrap.servers": b, "group.id": "check", **client(ca, "admin"),
+                       "enable.auto.commit": False, "isolation.level": "read_committed"})
+    ends = [reader.get_watermark_offsets(TopicPartition("a.orders", p), 10)[1]
+            for p in range(2)]
+    reader.close()
+    assert ends == [101, 101]  # 100 records and the commit marker of their transaction
+    # Topic configs, group offsets and alice's READ grant reached the target.
+    configs = admin_b.describe_configs([_topic_resource("a.orders")])
+    (entries,) = [f.result(30) for f in configs.values()]
+    assert entries["retention.ms"].value == "604800000"
+    billing = Consumer({"bootstrap.servers": b, "group.id": "billing", **client(ca, "admin")})
+    committed = billing.committed([TopicPartition("a.orders", p) for p in range(2)], timeout=10)
+    billing.close()
+    assert [tp.offset for tp in committed] == [50, 50]
+    granted = admin_b.describe_acls(AclBindingFilter(
+        TOPIC, "a.orders", LITERAL, "User:alice", None, Op.ANY, AclPermissionType.ANY)
+    ).result(30)
+    assert [(acl.operation, acl.permission_type) for acl in granted] == [
+        (Op.READ, AclPermissionType.ALLOW)]
+
+
+def _topic_resource(name: str):
+    from confluent_kafka.admin import ConfigResource
+
+    return ConfigResource("topic", name)

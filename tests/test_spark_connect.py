@@ -1,0 +1,87 @@
+"""A warm Spark: the local Spark Connect server, used by ``mirrorflow run`` (an ``sc://``
+master) and by the DAG's mirror task (a ``spark_connect`` connection): runs start no JVM."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
+from mirrorflow import reports
+from mirrorflow.localcluster import free_port
+from mirrorflow.spark import connect_server
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[connect_server.ConnectServer]:
+    started = connect_server.ConnectServer("127.0.0.1", free_port(),
+                                           tmp_path_factory.mktemp("connect"), "local[2]")
+    connect_server.start(started)
+    yield started
+    assert connect_server.stop(started)
+    assert started.pid() is None and not started.answering()
+
+
+def test_local_server_of_a_config_and_a_run_through_it(server, two_clusters, tmp_path: Path,
+                                                       monkeypatch) -> None:
+    from mirrorflow.config import load_config
+    from mirrorflow.localcluster import connect_servers
+
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 3)
+    produce(a, "orders", varied_records(300), 3)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       f"mirrorflow.spark.master = {server.url}\n")
+    # `mirrorflow local up` would start this very server for this config.
+    assert [s.url for s in connect_servers(load_config(path), server.state_dir)] == [server.url]
+    assert server.pid() is not None
+    monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path / "reports"))
+    run = subprocess.run([sys.executable, "-m", "mirrorflow.cli", "run", str(path), "--flow",
+                          "a->b", "--json"], capture_output=True, text=True, check=False,
+                         timeout=300, env={**os.environ})
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout)
+    assert result["records"] == 301 and result["validation"]["success"]  # + the heartbeat
+    for p in range(3):
+        assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
+    # The server ran the Spark work: no spark-submit, no JVM of the run's own.
+    assert "SparkSubmit" not in subprocess.run(["ps", "-eo", "args"], capture_output=True,
+                                                text=True, check=True).stdout.replace(
+        "org.apache.spark.sql.connect.service.SparkConnectServer", "")
+
+
+@pytest.mark.airflow
+@pytest.mark.timeout(600)
+def test_dag_mirror_task_runs_on_a_spark_connect_connection(server, airflow_db, two_clusters,
+                                                            tmp_path: Path, monkeypatch) -> None:
+    """`airflow dags test` in its own process, as `make demo` runs it (this test process
+    holds a classic Spark session, beside which PySpark refuses a Spark Connect one)."""
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 2)
+    produce(a, "orders", varied_records(100), 2)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n"
+                       "a->b.mirrorflow.spark.conn.id = warm_spark\n")
+    env = {**os.environ, "MIRRORFLOW_CONFIG": str(path),
+           reports.REPORTS_ENV: str(tmp_path / "reports"),
+           "AIRFLOW_CONN_WARM_SPARK": json.dumps(
+               {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": server.port})}
+    airflow = Path(sys.executable).parent / "airflow"
+    run = subprocess.run([str(airflow), "dags", "test", "mirror__a__b"], capture_output=True,
+                         text=True, check=False, timeout=500, env=env)
+    assert run.returncode == 0, run.stdout[-3000:]
+    for p in range(2):
+        assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
+    monkeypatch.setenv(reports.REPORTS_ENV, env[reports.REPORTS_ENV])
+    (summary,) = [s for _, s in reports.summaries("a->b")]
+    assert summary["records"] == 100 and summary["validation"]["verified_records"] == 100
+    assert (f"mirroring plan {summary['plan_id']} on the Spark Connect server "
+            f"sc://127.0.0.1:{server.port}") in run.stdout + run.stderr
