@@ -1,21 +1,23 @@
-"""Benchmark: mirrorflow against the one-process loop and this machine's ceilings, same
-data, one run.
+"""Benchmark: mirrorflow against MirrorMaker 2, the one-process loop and this machine's
+ceilings, on the same two Apache Kafka brokers and the same data, in one run.
 
     make bench                      # defaults below
     python bench/run_bench.py --records 2000000 --size 512 --partitions 8
 
-Starts local Tansu brokers on free ports, fills a source topic, then measures on the same
-data, in this order:
+Starts two local KRaft brokers (``src``, ``dst``) on free ports, fills a source topic,
+then measures, in this order:
 
 * ceilings: one confluent-kafka process only consuming the source to its end, and one
   only producing the same volume to the target;
-* the baseline a user would write: one process consuming the source and producing to the
-  target (MirrorMaker 1's loop);
-* ``mirrorflow run`` on Spark ``local[*]``: the full data (its completeness check, part of
-  every run, timed on its own), then the fixed cost of a run with nothing new and of a
-  run with one record per partition (one spark-submit);
-* the same run on a Spark standalone cluster of two one-core workers (``spark://``);
-* a run of 1 MiB records, with the peak memory of the Spark processes.
+* the one-process loop a user would write (consume the source, produce to the target);
+* MirrorMaker 2 in dedicated mode, started and idle before its records arrive (a topic
+  of its own, filled like the source's), with its defaults and with ``tasks.max`` = the
+  partition count: seconds from the first record produced until every record is on the
+  target;
+* mirrorflow on a warm Spark Connect server and with spark-submit (``local[*]``):
+  seconds to mirror **and prove** the backlog (the proof timed on its own), then the fixed
+  cost of a run of one record per partition;
+* a run of 1 MiB records on the Connect server, with the peak memory of its processes.
 
 Prints a table and writes bench/results.json.
 """
@@ -35,9 +37,10 @@ import psutil
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirrorflow.localcluster import running_clusters
+from mirrorflow.local_mm2 import MirrorMaker
+from mirrorflow.localcluster import free_port, running_clusters
 from mirrorflow.run import RunResult, run_cycle
-from mirrorflow.spark.standalone import standalone_cluster
+from mirrorflow.spark import connect_server
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
 MIB = 1024 * 1024
@@ -120,10 +123,11 @@ def baseline_loop(source: str, target: str, topic: str, remote: str, records: in
 
 
 class PeakMemory:
-    """Samples the RSS of this process's Spark descendants (JVMs, Python workers) every
-    0.1 s; the brokers, also descendants, are left out."""
+    """Samples the RSS of the Spark processes under ``root`` (its JVM and Python workers)
+    every 0.1 s."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: int) -> None:
+        self.root = root
         self.jvm = self.python_worker = self.total = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -137,11 +141,11 @@ class PeakMemory:
         self._thread.join()
 
     def _sample(self) -> None:
-        me = psutil.Process()
+        root = psutil.Process(self.root)
         while not self._stop.wait(0.1):
             jvm = workers = 0
             biggest = 0
-            for proc in me.children(recursive=True):
+            for proc in [root, *root.children(recursive=True)]:
                 try:
                     cmd = " ".join(proc.cmdline())
                     rss = proc.memory_info().rss
@@ -156,25 +160,81 @@ class PeakMemory:
             self.python_worker = max(self.python_worker, biggest)
 
 
-def timed_run(config: Path, flow: str, master: str | None = None) -> tuple[RunResult, float]:
+def timed_run(config: Path, flow: str, master: str) -> tuple[RunResult, float]:
     started = time.perf_counter()
     result = run_cycle(config, flow, master=master)
     elapsed = time.perf_counter() - started
-    print(f"  {flow} on {master or 'local[*]'}: {result.records} records in {elapsed:.2f}s",
+    print(f"  {flow} on {master}: {result.records} records in {elapsed:.2f}s",
           file=sys.stderr, flush=True)
     return result, elapsed
 
 
-def write_config(path: Path, brokers: dict[str, str], records: int) -> None:
-    lines = ["clusters = " + ", ".join(brokers), "replication.factor = 1",
-             # A heartbeat would give every run something to mirror; the fixed cost is
-             # measured on a run with truly nothing new.
-             "emit.heartbeats.enabled = false",
-             f"mirrorflow.max.records.per.partition = {records}"]
-    lines += [f"{alias}.bootstrap.servers = {bootstrap}" for alias, bootstrap in brokers.items()]
-    for target, topic in (("dst", "bench"), ("std", "bench"), ("big", "big")):
-        lines += [f"src->{target}.enabled = true", f"src->{target}.topics = {topic}"]
-    path.write_text("\n".join(lines) + "\n")
+def write_config(path: Path, brokers: dict[str, str], source: str, topics: str,
+                 extra: str = "") -> Path:
+    """One flow ``source``->dst over ``topics`` (``source`` names the src broker: each
+    measurement has an alias of its own, so its remote topics and offset store are its
+    own); MM2 and mirrorflow read the same kind of file."""
+    path.write_text("\n".join([
+        f"clusters = {source}, dst", f"{source}.bootstrap.servers = {brokers['src']}",
+        f"dst.bootstrap.servers = {brokers['dst']}",
+        f"{source}->dst.enabled = true", f"{source}->dst.topics = {topics}",
+        "replication.factor = 1", "offset-syncs.topic.replication.factor = 1",
+        "checkpoints.topic.replication.factor = 1", "heartbeats.topic.replication.factor = 1",
+        "config.storage.replication.factor = 1", "offset.storage.replication.factor = 1",
+        "status.storage.replication.factor = 1",
+        # Data only: a heartbeat would give every run something to mirror.
+        "emit.heartbeats.enabled = false", "emit.checkpoints.enabled = false",
+        "sync.topic.acls.enabled = false", "refresh.topics.interval.seconds = 1",
+        "mirrorflow.max.records.per.partition = 100000000", extra]) + "\n")
+    return path
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-ends"})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
+                   for p in range(partitions))
+    finally:
+        consumer.close()
+
+
+def mm2_run(tmp: Path, brokers: dict[str, str], topic: str, n: int, size: int,
+            partitions: int, tasks: int | None) -> float:
+    """MM2 started and idle on an empty topic; seconds from the first record produced
+    until all ``n`` are on the target."""
+    src, dst = brokers["src"], brokers["dst"]
+    create(src, topic, partitions)
+    config = write_config(tmp / f"mm2-{topic}.properties", brokers, "src", topic,
+                          f"tasks.max = {tasks}" if tasks else "")
+    with MirrorMaker(config, tmp / f"mm2-{topic}", clusters=("dst",)) as mm2:
+        deadline = time.monotonic() + 120
+        while f"src.{topic}" not in AdminClient({"bootstrap.servers": dst}).list_topics(
+                timeout=10).topics:
+            assert mm2.running() and time.monotonic() < deadline, mm2.log_file
+            time.sleep(0.5)
+        time.sleep(5)  # its tasks assigned and polling
+        started = time.perf_counter()
+        fill(src, topic, n, size, partitions)
+        while end_offsets(dst, f"src.{topic}", partitions) < n:
+            assert mm2.running(), mm2.log_file
+            time.sleep(0.2)
+        elapsed = time.perf_counter() - started
+    print(f"  MM2 (tasks.max {tasks or 'default'}): {n} records in {elapsed:.2f}s",
+          file=sys.stderr, flush=True)
+    return elapsed
+
+
+def mirrorflow_runs(tmp: Path, brokers: dict[str, str], alias: str, master: str, n: int,
+                    size: int, partitions: int) -> tuple[float, float, float]:
+    """(seconds to mirror and prove the backlog of ``n``, of which the proof, a run of one
+    record per partition)."""
+    config = write_config(tmp / f"{alias}.properties", brokers, alias, "bench")
+    full, run_s = timed_run(config, f"{alias}->dst", master)
+    assert full.records == n and full.validation["verified_records"] == n, full.records
+    fill(brokers["src"], "bench", partitions, size, partitions)
+    small, small_s = timed_run(config, f"{alias}->dst", master)
+    assert small.records == partitions, small.records
+    return run_s, full.validation["duration_s"], small_s
 
 
 def main() -> int:
@@ -184,76 +244,75 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--big-records", type=int, default=512,
                         help="records of 1 MiB for the memory case, over 2 partitions")
-    parser.add_argument("--no-standalone", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    n, mb = args.records, args.records * args.size / 1e6
-    with tempfile.TemporaryDirectory() as tmp, \
-            running_clusters(["src", "dst", "std", "big"], Path(tmp) / "brokers") as brokers:
+    n, parts, mb = args.records, args.partitions, args.records * args.size / 1e6
+    with tempfile.TemporaryDirectory() as tmp_dir, \
+            running_clusters(["src", "dst"], Path(tmp_dir) / "brokers") as brokers:
+        tmp = Path(tmp_dir)
         src, dst = brokers["src"], brokers["dst"]
-        fill(src, "bench", n, args.size, args.partitions)
-        consume_s = consume_all(src, "bench", args.partitions, n)
-        produce_s = fill(dst, "ceiling.bench", n, args.size, args.partitions)
-        loop_s = baseline_loop(src, dst, "bench", "loop.bench", n, args.partitions)
-        config = Path(tmp) / "mm2.properties"
-        write_config(config, brokers, n)
+        fill(src, "bench", n, args.size, parts)
+        consume_s = consume_all(src, "bench", parts, n)
+        produce_s = fill(dst, "ceiling.bench", n, args.size, parts)
+        loop_s = baseline_loop(src, dst, "bench", "loop.bench", n, parts)
+        mm2_default_s = mm2_run(tmp, brokers, "mm2default", n, args.size, parts, None)
+        mm2_tasks_s = mm2_run(tmp, brokers, "mm2tasks", n, args.size, parts, parts)
 
-        full, run_s = timed_run(config, "src->dst")
-        assert full.records == n and full.validation["verified_records"] == n, full.records
-        check_s = full.validation["duration_s"]
-        _, noop_s = timed_run(config, "src->dst")
-        fill(src, "bench", args.partitions, args.size, args.partitions)  # one per partition
-        small, small_s = timed_run(config, "src->dst")
-        assert small.records == args.partitions, small.records
+        server = connect_server.ConnectServer("127.0.0.1", free_port(), tmp / "connect")
+        connect_server.start(server)
+        try:
+            connect_s, connect_check_s, connect_small_s = mirrorflow_runs(
+                tmp, brokers, "connect", server.url, n, args.size, parts)
+            fill(src, "big", args.big_records, MIB, 2)
+            with PeakMemory(server.pid()) as memory:
+                big, big_s = timed_run(write_config(tmp / "big.properties", brokers, "big",
+                                                    "big"), "big->dst", server.url)
+            assert big.records == args.big_records, big.records
+        finally:
+            connect_server.stop(server)
+        submit_s, submit_check_s, submit_small_s = mirrorflow_runs(
+            tmp, brokers, "submit", "local[*]", n + parts, args.size, parts)
 
-        standalone_s = standalone_check_s = None
-        if not args.no_standalone:
-            with standalone_cluster(Path(tmp) / "spark", workers=2, cores=1) as master:
-                clustered, standalone_s = timed_run(config, "src->std", master)
-            assert clustered.records == n + args.partitions, clustered.records
-            standalone_check_s = clustered.validation["duration_s"]
-
-        fill(src, "big", args.big_records, MIB, 2)
-        with PeakMemory() as memory:
-            big, big_s = timed_run(config, "src->big")
-        assert big.records == args.big_records, big.records
-
+    mm2_s = min(mm2_default_s, mm2_tasks_s)
     rows: list[tuple[str, float, int | None]] = [  # (measure, seconds, records)
         ("consume only (ceiling)", consume_s, n), ("produce only (ceiling)", produce_s, n),
-            ("one-process loop (baseline)", loop_s, n),
-            ("mirrorflow run, local[*]", run_s, n),
-            ("  of which completeness check", check_s, n),
-            ("  mirror without the check", run_s - check_s, n),
-            ("mirrorflow run, nothing new", noop_s, None),
-            (f"mirrorflow run, {args.partitions} records", small_s, None)]
-    if standalone_s is not None:
-        rows += [("mirrorflow run, standalone 2x1 core", standalone_s, n),
-                 ("  of which completeness check", standalone_check_s, n)]
-    rows.append((f"mirrorflow run, {args.big_records} x 1 MiB", big_s, None))
-    ceiling_s = max(consume_s, produce_s)
+        ("one-process loop (baseline)", loop_s, n),
+        ("MM2, defaults (tasks.max 1)", mm2_default_s, n),
+        (f"MM2, tasks.max {parts}", mm2_tasks_s, n),
+        ("mirrorflow, Spark Connect (warm)", connect_s, n),
+        ("  of which completeness check", connect_check_s, n),
+        (f"mirrorflow, Spark Connect, {parts} records", connect_small_s, None),
+        ("mirrorflow, spark-submit local[*]", submit_s, n + parts),
+        ("  of which completeness check", submit_check_s, n + parts),
+        (f"mirrorflow, spark-submit, {parts} records", submit_small_s, None),
+        (f"mirrorflow, Connect, {args.big_records} x 1 MiB", big_s, None)]
+    past_fixed = n / max(connect_s - connect_small_s, 1e-9)
     figures = {
         "cores": os.cpu_count(),
-        "records": n, "record_bytes": args.size, "partitions": args.partitions,
+        "records": n, "record_bytes": args.size, "partitions": parts,
         "consume_ceiling_s": round(consume_s, 2), "produce_ceiling_s": round(produce_s, 2),
         "baseline_loop_s": round(loop_s, 2),
         "baseline_records_per_s": round(n / loop_s),
         "baseline_mb_per_s": round(mb / loop_s, 1),
-        "mirrorflow_run_s": round(run_s, 2),
-        "mirrorflow_records_per_s": round(n / run_s),
-        "mirrorflow_mb_per_s": round(mb / run_s, 1),
-        "validation_s": round(check_s, 2),
-        "validation_s_per_million_records": round(check_s * 1e6 / n, 2),
-        "mirror_without_validation_s": round(run_s - check_s, 2),
-        "fixed_cost_s": round(noop_s, 2),
-        "fixed_cost_with_spark_job_s": round(small_s, 2),
-        "ratio_vs_baseline": round(loop_s / run_s, 2),
-        "ratio_vs_baseline_without_check": round(loop_s / (run_s - check_s), 2),
-        "ratio_vs_ceiling": round(ceiling_s / run_s, 2),
-        "ratio_vs_ceiling_without_check": round(ceiling_s / (run_s - check_s), 2),
-        "standalone_workers": None if standalone_s is None else "2 x 1 core",
-        "standalone_run_s": None if standalone_s is None else round(standalone_s, 2),
-        "standalone_validation_s": (None if standalone_check_s is None
-                                    else round(standalone_check_s, 2)),
+        "mm2_default_s": round(mm2_default_s, 2), "mm2_tasks_s": round(mm2_tasks_s, 2),
+        "mm2_s": round(mm2_s, 2), "mm2_records_per_s": round(n / mm2_s),
+        "mirrorflow_connect_s": round(connect_s, 2),
+        "mirrorflow_submit_s": round(submit_s, 2),
+        "mirrorflow_run_s": round(connect_s, 2),
+        "mirrorflow_records_per_s": round(n / connect_s),
+        "mirrorflow_mb_per_s": round(mb / connect_s, 1),
+        "mirrorflow_records_per_s_past_fixed_cost": round(past_fixed),
+        "validation_s": round(connect_check_s, 2),
+        "validation_share": round(connect_check_s / connect_s, 3),
+        "validation_s_per_million_records": round(connect_check_s * 1e6 / n, 2),
+        "submit_validation_s": round(submit_check_s, 2),
+        "mirror_without_validation_s": round(connect_s - connect_check_s, 2),
+        "fixed_cost_connect_s": round(connect_small_s, 2),
+        "fixed_cost_submit_s": round(submit_small_s, 2),
+        "fixed_cost_with_spark_job_s": round(submit_small_s, 2),
+        "ratio_vs_mm2": round(mm2_s / connect_s, 2),
+        "ratio_vs_baseline": round(loop_s / connect_s, 2),
+        "ratio_vs_ceiling": round(max(consume_s, produce_s) / connect_s, 2),
         "big_records": args.big_records, "big_record_bytes": MIB,
         "big_partition_mib": round(args.big_records / 2),
         "big_run_s": round(big_s, 2),
@@ -261,15 +320,15 @@ def main() -> int:
                              round(memory.python_worker / MIB),
                              "spark_total": round(memory.total / MIB)},
     }
-    print(f"{'measure':<38}{'seconds':>9}{'records/s':>11}{'MB/s':>8}")
+    print(f"{'measure':<42}{'seconds':>9}{'records/s':>11}{'MB/s':>8}")
     for name, seconds, count in rows:
         rate = (f"{count / seconds:>11.0f}{count * args.size / 1e6 / seconds:>8.1f}"
                 if count else "")
-        print(f"{name:<38}{seconds:>9.2f}{rate}")
+        print(f"{name:<42}{seconds:>9.2f}{rate}")
     print(f"peak RSS, 1 MiB records ({figures['big_partition_mib']} MiB per partition): "
           + ", ".join(f"{k} {v} MiB" for k, v in figures["big_peak_rss_mib"].items()))
-    for key in ("ratio_vs_baseline", "ratio_vs_baseline_without_check", "ratio_vs_ceiling",
-                "ratio_vs_ceiling_without_check"):
+    for key in ("ratio_vs_mm2", "ratio_vs_baseline", "ratio_vs_ceiling", "validation_share",
+                "fixed_cost_connect_s", "fixed_cost_submit_s"):
         print(f"{key}: {figures[key]}")
     RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
     return 0

@@ -100,6 +100,27 @@ def two_clusters(kafka: dict[str, LocalBroker]) -> dict[str, str]:
     return {alias: broker.bootstrap for alias, broker in kafka.items()}
 
 
+@pytest.fixture(scope="module")
+def broker_c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
+    """A third broker, 'c', for the tests of one module that need three clusters."""
+    from mirrorflow.localcluster import free_port, start, stop
+
+    broker = LocalBroker("c", "127.0.0.1", free_port(), tmp_path_factory.mktemp("c"),
+                         properties={"log.retention.ms": "-1"})
+    start(broker)
+    yield broker
+    stop(broker)
+
+
+@pytest.fixture
+def three_clusters(two_clusters: dict[str, str], broker_c: LocalBroker) -> dict[str, str]:
+    """The shared brokers and 'c', all emptied for this test."""
+    from helpers.kafka import wipe
+
+    wipe(broker_c.bootstrap)
+    return {**two_clusters, "c": broker_c.bootstrap}
+
+
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path

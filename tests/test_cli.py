@@ -61,10 +61,21 @@ def test_reference_lists_every_property(capsys: pytest.CaptureFixture) -> None:
         assert f"| `{name}` |" in out
 
 
-def test_readme_reference_is_current(repo: Path, capsys: pytest.CaptureFixture) -> None:
-    """The README's property table is the generated one: defaults cannot drift."""
+def test_property_reference_is_current(repo: Path, capsys: pytest.CaptureFixture) -> None:
+    """docs/configuration.md's property table is the generated one: defaults cannot drift."""
     assert main(["config", "reference"]) == 0
-    assert capsys.readouterr().out in (repo / "README.md").read_text()
+    assert capsys.readouterr().out in (repo / "docs" / "configuration.md").read_text()
+
+
+def test_readme_is_short_and_its_links_resolve(repo: Path) -> None:
+    import re
+
+    readme = (repo / "README.md").read_text()
+    assert len(readme.encode()) <= 15 * 1024
+    links = re.findall(r"\]\(([^)#]+)\)", readme)
+    assert "docs/configuration.md" in links
+    assert [link for link in links if not link.startswith("http")
+            and not (repo / link).exists()] == []
 
 
 @pytest.mark.broker

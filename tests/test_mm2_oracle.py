@@ -10,9 +10,10 @@ copying a record twice nor skipping one.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,13 +26,12 @@ from helpers.kafka import (
     read_partition,
     topics,
     varied_records,
-    wipe,
 )
 from mirrorflow import remote
 from mirrorflow.clients import close_shared
 from mirrorflow.config import load_config
+from mirrorflow.jvm import log4j_config
 from mirrorflow.local_mm2 import MirrorMaker, formatted
-from mirrorflow.localcluster import LocalBroker, free_port, start, stop
 from mirrorflow.records import Checkpoint, Heartbeat, OffsetSync
 from mirrorflow.run import run_cycle
 
@@ -54,21 +54,6 @@ mirrorflow.transaction.records = 5000
 """
 ORDERS = 600  # over 2 partitions
 GROUP_AT = {0: 150, 1: 1}  # where the application stopped, per partition
-
-
-@pytest.fixture(scope="module")
-def broker_c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
-    broker = LocalBroker("c", "127.0.0.1", free_port(), tmp_path_factory.mktemp("c"),
-                         properties={"log.retention.ms": "-1"})
-    start(broker)
-    yield broker
-    stop(broker)
-
-
-@pytest.fixture
-def three(two_clusters: dict[str, str], broker_c: LocalBroker) -> dict[str, str]:
-    wipe(broker_c.bootstrap)
-    return {**two_clusters, "c": broker_c.bootstrap}
 
 
 def fill_source(a: str) -> None:
@@ -129,7 +114,9 @@ def true_position(bootstrap: str, topic: str, partition: int, upstream: list, at
         mirrored_records[-1][0] + 1
 
 
-def test_mm2_and_mirrorflow_side_by_side_then_switch_both_ways(spark, three, tmp_path: Path):
+def test_mm2_and_mirrorflow_side_by_side_then_switch_both_ways(spark, three_clusters,
+                                                             tmp_path: Path):
+    three = three_clusters
     a, b, c = three["a"], three["b"], three["c"]
     fill_source(a)
     path = config_file(tmp_path / "mm2.properties", three,
@@ -193,6 +180,11 @@ def test_mm2_and_mirrorflow_side_by_side_then_switch_both_ways(spark, three, tmp
     # checkpoint says 102, so 48 records come again; at orders[1] both are exact.
     assert redelivered["mm2"] == 48
 
+    # An application's own failover code: MM2's RemoteClusterUtils.translateOffsets (Java)
+    # on mirrorflow's checkpoints.
+    assert java_translate(b, "a", "app", tmp_path) == {
+        f"{topic}-{p}": offset for (topic, p), offset in ours_at.items()}
+
     # 4. MM2 -> mirrorflow: mirrorflow continues a->c from MM2's offsets, copying nothing
     #    twice and skipping nothing. Checkpoints stay continuous: app's (in what MM2
     #    mirrored) is MM2's, never behind it; a group in what mirrorflow mirrored is exact.
@@ -217,6 +209,22 @@ def test_mm2_and_mirrorflow_side_by_side_then_switch_both_ways(spark, three, tmp
     for p in range(2):
         assert records(b, "a.orders", p) == records(a, "orders", p), f"b orders[{p}]"
     close_shared()
+
+
+def java_translate(bootstrap: str, source: str, group: str, work: Path) -> dict[str, int]:
+    """tests/fixtures/java/Translate.java, compiled with javac against MM2's client."""
+    from mirrorflow.jvm import classpath
+
+    fixture = Path(__file__).parent / "fixtures" / "java" / "Translate.java"
+    subprocess.run(["javac", "-cp", classpath("mm2"), "-d", str(work), str(fixture)],
+                   check=True, capture_output=True, timeout=120)
+    log4j = work / "log4j2.properties"
+    log4j.write_text(log4j_config(work / "translate.log"))
+    out = subprocess.run(["java", f"-Dlog4j2.configurationFile={log4j}", "-cp",
+                          f"{work}{os.pathsep}{classpath('mm2')}", "Translate", bootstrap,
+                          source, group], check=True, capture_output=True, text=True,
+                         timeout=120).stdout
+    return {tp: int(offset) for tp, offset in (line.split("=") for line in out.split())}
 
 
 def _log(config, alias: str, topic: str):

@@ -261,7 +261,8 @@ _SPECS = [
         "emit.checkpoints.interval.seconds",
         "60",
         _as_non_negative_int,
-        "Least time between two checkpoint emissions.",
+        "MM2's checkpoint period; accepted without effect: checkpoints are emitted once "
+        "per run, after its commit.",
     ),
     PropertySpec(
         "sync.group.offsets.enabled",
@@ -273,7 +274,8 @@ _SPECS = [
         "sync.group.offsets.interval.seconds",
         "60",
         _as_non_negative_int,
-        "Least time between two group offset syncs.",
+        "MM2's group offset sync period; accepted without effect: groups are synced once "
+        "per run, after its checkpoints.",
     ),
     PropertySpec(
         "checkpoints.topic.replication.factor",
@@ -326,7 +328,8 @@ _SPECS = [
         "tasks.max",
         "1",
         _as_positive_int,
-        "Parallel writer tasks; here the least number of Spark input partitions per run.",
+        "MM2's task count; accepted without effect: each range is written by one Spark "
+        "task, so a run's parallelism is its partition count (up to Spark's cores).",
         origin="Connect",
     ),
     # mirrorflow's own

@@ -1,0 +1,149 @@
+"""Correctness on Apache Kafka under what consumers, brokers and other flows do between
+runs: a group moved back, a LogAppendTime target, fan-in of two flows into one topic,
+translation for a group many runs behind after the offset-syncs topic was compacted."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
+from mirrorflow import remote
+from mirrorflow.config import load_config
+from mirrorflow.run import run_cycle
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark]
+
+
+def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                    asynchronous=False)
+    consumer.close()
+
+
+def committed(bootstrap: str, group: str, topic: str, partition: int) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return consumer.committed([TopicPartition(topic, partition)], timeout=10)[0].offset
+    finally:
+        consumer.close()
+
+
+def test_a_group_moved_back_never_blocks_the_flow(spark, two_clusters, tmp_path: Path) -> None:
+    """MM2's rules: the checkpoint follows the group back; the target group, idle, is
+    never rewound by the sync (MirrorCheckpointTask.syncGroupOffset moves forward only)."""
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 1)
+    produce(a, "orders", varied_records(100), 1)
+    commit(a, "billing", "orders", {0: 80})
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\nsync.group.offsets.enabled = true\n")
+    config = load_config(path)
+    run_cycle(path, "a->b", spark=spark)
+    assert remote.translate_offsets(config.cluster("b"), "a", "billing") == {
+        ("a.orders", 0): 80}  # one transaction: its commit marker is at 100
+
+    commit(a, "billing", "orders", {0: 20})  # reset to reprocess
+    produce(a, "orders", varied_records(10, 100), 1)
+    again = run_cycle(path, "a->b", spark=spark)
+
+    assert again.validation["success"] and again.records == 10
+    assert remote.translate_offsets(config.cluster("b"), "a", "billing") == {
+        ("a.orders", 0): 20}
+    assert committed(b, "billing", "a.orders", 0) == 80
+
+
+def test_a_log_append_time_target_is_proven_without_timestamps(spark, two_clusters,
+                                                               tmp_path: Path) -> None:
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 1)
+    produce(a, "orders", varied_records(50), 1)
+    create_topic(b, "a.orders", 1, {"message.timestamp.type": "LogAppendTime"})
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+
+    result = run_cycle(path, "a->b", spark=spark)
+
+    assert result.validation["success"] and result.records == 50
+    assert ("a.orders: timestamps not compared (message.timestamp.type = LogAppendTime on "
+            "the target)") in result.validation["notes"]
+    landed = read_partition(b, "a.orders", 0)
+    assert [r[:3] for r in landed] == [r[:3] for r in read_partition(a, "orders", 0)]
+    assert all(ts > 1_700_000_000_000 + 50 for *_, ts in landed)  # the broker's time
+
+
+def test_fan_in_two_flows_into_one_topic_each_proven(spark, three_clusters,
+                                                     tmp_path: Path) -> None:
+    """IdentityReplicationPolicy, MirrorMaker 1 style: a and c both write `orders` on the
+    aggregation cluster b; each flow is exact and proves its own records, the other's
+    neither foreign nor its own."""
+    a, b, c = three_clusters["a"], three_clusters["b"], three_clusters["c"]
+    for bootstrap, first in ((a, 0), (c, 10_000)):
+        create_topic(bootstrap, "orders", 1)
+        produce(bootstrap, "orders", varied_records(40, first), 1)
+    path = config_file(tmp_path / "mm2.properties", three_clusters,
+                       "a->b.enabled = true\nc->b.enabled = true",
+                       "emit.heartbeats.enabled = false\nreplication.policy.class = "
+                       "org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
+
+    results = [run_cycle(path, "a->b", spark=spark), run_cycle(path, "c->b", spark=spark)]
+    produce(a, "orders", varied_records(15, 40), 1)
+    produce(c, "orders", varied_records(5, 10_040), 1)
+    results += [run_cycle(path, "c->b", spark=spark), run_cycle(path, "a->b", spark=spark)]
+
+    assert [r.records for r in results] == [40, 40, 5, 15]
+    assert all(r.validation["success"] for r in results)
+    assert all(v["foreign"] == 0 for r in results for v in r.validation["ranges"])
+    landed = [r[:3] for r in read_partition(b, "orders", 0)]
+    from_a = [r[:3] for r in read_partition(a, "orders", 0)]
+    from_c = [r[:3] for r in read_partition(c, "orders", 0)]
+    assert landed == from_a[:40] + from_c[:40] + from_c[40:] + from_a[40:]
+
+
+def test_translation_stays_exact_for_a_group_five_runs_behind_after_compaction(
+        spark, two_clusters, tmp_path: Path) -> None:
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 1)
+    produce(a, "orders", varied_records(30), 1)
+    commit(a, "slow", "orders", {0: 17})  # and it stays there
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+    config = load_config(path)
+    for run in range(5):
+        if run:
+            produce(a, "orders", varied_records(30, 30 * run), 1)
+        run_cycle(path, "a->b", spark=spark)
+    # Compact MM2's offset-syncs topic now: one sync per partition survives.
+    syncs = "mm2-offset-syncs.b.internal"
+    admin = AdminClient({"bootstrap.servers": a})
+    admin.incremental_alter_configs([_resource(syncs, {
+        "segment.ms": "100", "min.cleanable.dirty.ratio": "0.001",
+        "min.compaction.lag.ms": "0"})])[ConfigResource("topic", syncs)].result(10)
+    produce(a, "orders", varied_records(1, 150), 1)
+    run_cycle(path, "a->b", spark=spark)  # rolls the syncs topic's segment
+    deadline = time.monotonic() + 90
+    while len(read_partition(a, syncs, 0)) > 2:
+        assert time.monotonic() < deadline, "the log cleaner did not compact the syncs topic"
+        time.sleep(1)
+
+    produce(a, "orders", varied_records(1, 151), 1)
+    run_cycle(path, "a->b", spark=spark)
+
+    landed = read_partition(b, "a.orders", 0, with_offsets=True)
+    source = read_partition(a, "orders", 0)
+    assert [r[1:] for r in landed] == source
+    assert remote.translate_offsets(config.cluster("b"), "a", "slow") == {
+        ("a.orders", 0): landed[17][0]}
+
+
+def _resource(topic: str, values: dict[str, str]) -> ConfigResource:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    return ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in values.items()])
