@@ -10,6 +10,7 @@ those, proving the list sufficient; the ACL sync itself is checked on the target
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -161,8 +162,11 @@ def test_mirror_over_sasl_ssl_with_exactly_the_documented_acls(secure, spark,
     for future in admin_b.create_acls(mirror_acls_on_target("a")).values():
         future.result(30)
     producer = Producer({"bootstrap.servers": a, **client(ca, "admin")})
-    for index, (key, value, headers, ts) in enumerate(varied_records(200)):
-        producer.produce("orders", key=key, value=value, headers=headers, timestamp=ts,
+    # Current timestamps: with retention.ms of 7 days, the broker's retention check would
+    # delete segments of records stamped years ago.
+    now = int(time.time() * 1000)
+    for index, (key, value, headers, _) in enumerate(varied_records(200)):
+        producer.produce("orders", key=key, value=value, headers=headers, timestamp=now + index,
                          partition=index % 2)
     assert producer.flush(30) == 0
     # alice's application processes half of each partition on the source.

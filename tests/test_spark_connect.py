@@ -50,6 +50,16 @@ def test_local_server_of_a_config_and_a_run_through_it(server, two_clusters, tmp
     assert run.returncode == 0, run.stderr[-2000:]
     result = json.loads(run.stdout)
     assert result["records"] == 301 and result["validation"]["success"]  # + the heartbeat
+    # Progress on stderr (not a terminal: plain lines), the JSON alone on stdout.
+    assert (f"planned {result['plan_id']}: 301 records over 4 partitions of 2 topics\n"
+            in run.stderr)
+    assert "written 301 records; proof passed: 301 records verified\n" in run.stderr
+    quiet = subprocess.run([sys.executable, "-m", "mirrorflow.cli", "run", str(path), "--flow",
+                            "a->b", "--quiet"], capture_output=True, text=True, check=False,
+                           timeout=300, env={**os.environ})
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert "mirrored 1 records" in quiet.stdout  # the run's heartbeat
+    assert "planned" not in quiet.stderr and "written" not in quiet.stderr
     for p in range(3):
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
     # The server ran the Spark work: no spark-submit, no JVM of the run's own.

@@ -50,10 +50,15 @@ class MirrorJobOperator(BaseOperator):
                                        "no Spark job started")
         from airflow.sdk import BaseHook
 
-        if BaseHook.get_connection(self.conn_id).conn_type == "spark_connect":
-            self._run_connected(config, flow, store.load(planned["plan_id"]))
-        else:
-            self._submit(planned["plan_id"])
+        from mirrorflow.progress import Sink, WriteProgress
+
+        plan = store.load(planned["plan_id"])
+        # Records written, in the task's log every 10 s, read where the writers commit.
+        with WriteProgress(config, flow, plan, Sink(self.log)):
+            if BaseHook.get_connection(self.conn_id).conn_type == "spark_connect":
+                self._run_connected(config, flow, plan)
+            else:
+                self._submit(planned["plan_id"])
 
     def _run_connected(self, config, flow, plan) -> None:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook

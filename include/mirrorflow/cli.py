@@ -110,6 +110,7 @@ def _reachable(config: MirrorConfig, *aliases: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from mirrorflow.progress import Sink, StreamSink
     from mirrorflow.run import run_cycle
 
     config = load_config(args.config)
@@ -117,7 +118,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     _reachable(config, flow.source, flow.target)
     topics = [t.strip() for t in args.topics.split(",")] if args.topics else None
     result = run_cycle(args.config, args.flow, run_id=args.run_id, master=args.master,
-                       only_topics=topics, max_records=args.max_records)
+                       only_topics=topics, max_records=args.max_records,
+                       progress=Sink() if args.quiet else StreamSink())
     if args.json:
         print(result.to_json())
         return EXIT_OK
@@ -219,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--master", help="Spark master (default: mirrorflow.spark.master)")
     run.add_argument("--topics", help="only these source topics (comma-separated)")
     run.add_argument("--max-records", type=int, help="cap records per partition this run")
+    run.add_argument("--quiet", action="store_true",
+                     help="no progress on stderr (the plan, records written, the proof)")
     run.set_defaults(func=cmd_run)
 
     translate = sub.add_parser("translate", help="a group's translated offsets on the target")

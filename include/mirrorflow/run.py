@@ -34,6 +34,7 @@ from mirrorflow.config import FlowConfig, MirrorConfig, load_config
 from mirrorflow.lease import FlowLease
 from mirrorflow.offsets import OffsetStore
 from mirrorflow.plan import Plan, PlanStore, discover_topics, plan_run
+from mirrorflow.progress import Sink, WriteProgress, describe_plan
 from mirrorflow.remote import topic_names
 from mirrorflow.spark.job import (
     EXIT_VALIDATION_FAILED,
@@ -149,6 +150,11 @@ def summarize(flow: FlowConfig, plan: Plan, result: dict | None,
     return report
 
 
+def result_records(result: dict) -> int:
+    """Records the job's result says were written, over all ranges."""
+    return sum(r["records"] for r in result["ranges"])
+
+
 def record_history(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
                    validation: Validation | None) -> None:
     """Add the plan to the flow's history: the remote offsets its records occupy, how far
@@ -258,7 +264,8 @@ def publish(config: MirrorConfig, flow: FlowConfig, run_id: str, summary: dict) 
 
 def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = None,
               master: str | None = None, only_topics: Iterable[str] | None = None,
-              max_records: int | None = None, spark=None) -> RunResult:
+              max_records: int | None = None, spark=None,
+              progress: Sink | None = None) -> RunResult:
     """Plan (or resume the pending plan), mirror and validate with Spark, commit, report,
     holding the flow's lease throughout (its Spark job joins it). A failed validation
     raises ValidationError before anything is committed.
@@ -266,8 +273,12 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
     Spark: a running SparkSession given as ``spark`` (a notebook, a pyspark shell, a
     test) runs the job's steps in it; else ``master`` (default
     ``mirrorflow.spark.master``): an ``sc://`` URL runs them here as a Spark Connect
-    client of that (warm) server, anything else is a ``spark-submit`` of the job."""
+    client of that (warm) server, anything else is a ``spark-submit`` of the job.
+
+    ``progress`` (default: the log) gets the plan when it is made, the records written
+    while the job runs, and the proof's outcome."""
     started = time.monotonic()
+    progress = progress or Sink()
     config = load_config(config_path)
     flow = config.flow(flow_name)
     prepare_validation()
@@ -276,14 +287,21 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         beat = heartbeats.emit(config, flow) if heartbeats.emits(config, flow) else None
         plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
                                  max_records=max_records)
+        progress.note(describe_plan(plan, resumed))
         validation = None
         master = master or flow.get("mirrorflow.spark.master")
-        if plan.ranges and spark is None and is_connect(master):
-            spark = get_session(master)
-        if plan.ranges and spark is not None:
-            result, validation = run_steps(spark, config, flow, plan, run_id=run_id)
-        elif plan.ranges:
-            result, validation = mirror_step(str(config_path), flow, plan, master, run_id=run_id)
+        if plan.ranges:
+            with WriteProgress(config, flow, plan, progress):
+                if spark is None and is_connect(master):
+                    spark = get_session(master)
+                if spark is not None:
+                    result, validation = run_steps(spark, config, flow, plan, run_id=run_id)
+                else:
+                    result, validation = mirror_step(str(config_path), flow, plan, master,
+                                                     run_id=run_id)
+            progress.note(f"written {result_records(result):,} records; proof "
+                          f"{'passed' if validation.success else 'FAILED'}: "
+                          f"{validation.verified_records:,} records verified")
         else:
             PlanStore(config, flow).save_empty_result(plan.plan_id)
         if validation is not None and not validation.success:

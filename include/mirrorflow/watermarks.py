@@ -41,9 +41,12 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
     from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
+    # A topic deleted and created again under the same name leaves clients with its old
+    # leader epoch for a moment (UNKNOWN_LEADER_EPOCH, FENCED_LEADER_EPOCH): settling too.
     settling = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                  KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT,
-                 KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT)
+                 KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT,
+                 KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH)
 
     wanted = sorted(set(partitions))
     if not wanted:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import re
 from collections.abc import Iterator
 
@@ -23,7 +24,10 @@ from mirrorflow.spark.kafka_source import read_ranges
 from mirrorflow.watermarks import probe_watermarks
 from mirrorflow.writer import DataLossError, PartitionWriter, WriteTask
 
+log = logging.getLogger(__name__)
+
 RESULT_SCHEMA = "result string"
+PRE_READ_TIMEOUT_S = 5.0  # the driver's look at how far earlier attempts got
 
 
 class MirrorJobError(MirrorflowError):
@@ -46,8 +50,16 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
     result (:func:`plan_result`)."""
     target, source = config.cluster(flow.target), config.cluster(flow.source)
     tasks = write_tasks(flow, plan)
-    resume = ledger.read_resume(target, flow.source,
-                                [(t.remote_topic, t.partition) for t in tasks])
+    try:
+        resume = ledger.read_resume(target, flow.source,
+                                    [(t.remote_topic, t.partition) for t in tasks],
+                                    timeout=PRE_READ_TIMEOUT_S)
+    except ledger.LedgerError as exc:
+        # An earlier attempt's open transaction holds its position unstable until a
+        # writer fences it; each writer does that first, then resumes exactly.
+        log.info("resume positions not readable yet (%s); every range is read from its "
+                 "start and each writer skips what an earlier attempt committed", exc)
+        resume = {}
     reads, pending = [], {}
     for task in tasks:
         position = resume.get((task.remote_topic, task.partition))
