@@ -3,7 +3,7 @@
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless make \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless maven make \
  && rm -rf /var/lib/apt/lists/*
 
 ENV AIRFLOW_HOME=/usr/local/airflow \

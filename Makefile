@@ -30,9 +30,9 @@ demo airflow airflow-db: export MIRRORFLOW_CONFIG = $(CURDIR)/$(CONFIG)
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install -e '.[dev]'
+	$(BIN)/python -m pip install -e '.[dev]' -c constraints.txt
 	$(BIN)/python -m pip install --no-deps --force-reinstall pyspark==$(PYSPARK_VERSION)
 	touch $@
 

@@ -48,11 +48,12 @@ PRODUCER = {"linger.ms": 20, "batch.size": 1_000_000, "compression.type": "lz4",
             "message.max.bytes": 4 * MIB}
 
 
-def create(bootstrap: str, topic: str, partitions: int) -> None:
+def create(bootstrap: str, topic: str, partitions: int,
+           config: dict[str, str] | None = None) -> None:
     """Create the topic unless it exists."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     if topic not in admin.list_topics(timeout=10).topics:
-        admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+        admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(30)
 
 
 def fill(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
@@ -215,8 +216,13 @@ def mm2_run(tmp: Path, brokers: dict[str, str], topic: str, n: int, size: int,
         time.sleep(5)  # its tasks assigned and polling
         started = time.perf_counter()
         fill(src, topic, n, size, partitions)
-        while end_offsets(dst, f"src.{topic}", partitions) < n:
-            assert mm2.running(), mm2.log_file
+        done, moved = 0, time.monotonic()
+        while done < n:
+            now = end_offsets(dst, f"src.{topic}", partitions)
+            if now > done:
+                done, moved = now, time.monotonic()
+            assert mm2.running() and time.monotonic() - moved < 120, \
+                f"MM2 stopped moving records at {done} of {n}; see {mm2.log_file}"
             time.sleep(0.2)
         elapsed = time.perf_counter() - started
     print(f"  MM2 (tasks.max {tasks or 'default'}): {n} records in {elapsed:.2f}s",
@@ -263,6 +269,9 @@ def main() -> int:
         try:
             connect_s, connect_check_s, connect_small_s = mirrorflow_runs(
                 tmp, brokers, "connect", server.url, n, args.size, parts)
+            # Records of 1 MiB exceed Kafka's default max.message.bytes (1 MiB + 12 bytes);
+            # the remote topic gets the source's limit by config sync.
+            create(src, "big", 2, {"max.message.bytes": str(4 * MIB)})
             fill(src, "big", args.big_records, MIB, 2)
             with PeakMemory(server.pid()) as memory:
                 big, big_s = timed_run(write_config(tmp / "big.properties", brokers, "big",

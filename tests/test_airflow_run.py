@@ -143,6 +143,27 @@ def test_failed_completeness_check_fails_the_run_before_commit(airflow_db, two_c
         "(the first at offset 0)"]
 
 
+@pytest.mark.timeout(600)
+def test_topics_parameter_keeps_the_heartbeats_in_the_plan(airflow_db, two_clusters, tmp_path,
+                                                          monkeypatch) -> None:
+    """Narrowed to `orders` by the run's `topics` parameter, with heartbeats on (the
+    default): the heartbeat topic stays in the plan, so `await_heartbeat` finds the beat."""
+    a, b = two_clusters["a"], two_clusters["b"]
+    for topic in ("orders", "payments"):
+        create_topic(a, topic, 1)
+        produce(a, topic, varied_records(30), 1)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true")
+    monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
+    run = flow_dag(path, monkeypatch).test(run_conf={"topics": ["orders"]})
+    got = states(run)
+    assert str(run.state) == "success", got
+    assert got["await_heartbeat"] == "success", got
+    summary = reports.read("a->b", run.run_id)
+    assert sorted((p["topic"], p["records"]) for p in summary["partitions"]) == [
+        ("heartbeats", 1), ("orders", 30)]
+    assert read_partition(b, "a.orders", 0) == read_partition(a, "orders", 0)
+
+
 def test_dry_run_writes_nothing(airflow_db, two_clusters, tmp_path, monkeypatch) -> None:
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "orders", 1)

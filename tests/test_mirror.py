@@ -119,20 +119,3 @@ def test_killed_job_then_rerun_leaves_every_record_once(spark, two_clusters: dic
     assert_mirrored(a, b, "clicks", 2, "a.clicks")
     assert OffsetStore(cluster_b, "a").positions() == {("clicks", 0): total // 2 - 1,
                                                        ("clicks", 1): total // 2 - 1}
-
-
-def test_mirror_on_a_standalone_spark_cluster(two_clusters: dict[str, str],
-                                              tmp_path: Path) -> None:
-    """The code path of a real cluster: spark:// master, two workers, executors in their
-    own JVMs with their own Python workers."""
-    from mirrorflow.spark.standalone import standalone_cluster
-
-    a, b = two_clusters["a"], two_clusters["b"]
-    create_topic(a, "orders", 2)
-    produce(a, "orders", varied_records(400), 2)
-    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
-                       "emit.heartbeats.enabled = false\n")
-    with standalone_cluster(tmp_path / "spark", workers=2, cores=1, memory="1g") as master:
-        result = run_cycle(path, "a->b", master=master)
-    assert result.records == 400 and result.validation["success"]
-    assert_mirrored(a, b, "orders", 2, "a.orders")

@@ -67,13 +67,13 @@ def check_clusters(config_file: str, flow_name: str) -> dict[str, str]:
     return {"source": flow.source, "target": flow.target, "config_digest": config.digest}
 
 
-def emit_heartbeat(config_file: str, flow_name: str) -> int:
-    """Write this run's heartbeats, as MM2's connectors of the pair and its reverse do;
-    returns their timestamp (ms)."""
+def emit_heartbeat(config_file: str, flow_name: str, run_id: str) -> int:
+    """Write this run's heartbeats, as MM2's connectors of the pair and its reverse do,
+    holding the run's lease as ``mirrorflow run`` does; returns their timestamp (ms)."""
     from mirrorflow import heartbeats
 
-    config = load_config(config_file)
-    return heartbeats.emit(config, config.flow(flow_name))
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        return heartbeats.emit(config, flow)
 
 
 def plan(config_file: str, flow_name: str, params: dict, run_id: str) -> dict:
@@ -122,7 +122,13 @@ def verdict(config_file: str, flow_name: str, planned: dict, run_id: str) -> dic
                                    "mirror task to mirror (nothing twice) and check again")
     validation = Validation.from_dict(stored)
     if not validation.success:
-        raise AirflowFailException(str(validation.error()))
+        from mirrorflow.run import failed_proof
+
+        store = PlanStore(config, config.flow(flow_name))
+        error = failed_proof(config.flow(flow_name), store.load(planned["plan_id"]),
+                             store.result(planned["plan_id"]), planned["resumed"], run_id,
+                             validation)
+        raise AirflowFailException(str(error))
     return {"verified_records": validation.verified_records,
             "verified_fraction": validation.verified_fraction}
 

@@ -183,7 +183,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from mirrorflow.inspect import describe_records
+    from mirrorflow.topic_dump import describe_records
 
     config = load_config(args.config)
     _reachable(config, args.cluster)

@@ -20,6 +20,7 @@ from mirrorflow import jvm
 from mirrorflow.errors import MirrorflowError
 
 MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
+HEAP = ("-Xms256M", "-Xmx2G")  # connect-mirror-maker.sh's KAFKA_HEAP_OPTS
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 FORMATTERS = {
     "offset-syncs": "org.apache.kafka.connect.mirror.formatters.OffsetSyncFormatter",
@@ -55,7 +56,7 @@ class MirrorMaker:
             args += ["--clusters", *self.clusters]
         with open(self.home / "stdout.log", "ab") as out:
             self.process = subprocess.Popen(
-                ["java", "-Xmx512m", f"-Dlog4j2.configurationFile={log4j.resolve()}",
+                ["java", *HEAP, f"-Dlog4j2.configurationFile={log4j.resolve()}",
                  "-cp", jvm.classpath("mm2"), MAIN, *args],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)

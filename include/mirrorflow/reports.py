@@ -20,14 +20,14 @@ import shutil
 from pathlib import Path
 
 REPORTS_ENV = "MIRRORFLOW_REPORTS_DIR"
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "reports"
+DEFAULT_DIR = Path("reports")  # of the working directory; deployments set the variable
 SUMMARY = "summary.json"
 INDEX_RUNS = 50
 SHARED_STATIC = "_static"
 
 
 def reports_dir() -> Path:
-    return Path(os.environ.get(REPORTS_ENV) or DEFAULT_DIR)
+    return Path(os.environ.get(REPORTS_ENV) or DEFAULT_DIR).resolve()
 
 
 def flow_dir(flow_name: str) -> Path:

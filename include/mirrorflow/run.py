@@ -155,6 +155,18 @@ def result_records(result: dict) -> int:
     return sum(r["records"] for r in result["ranges"])
 
 
+def failed_proof(flow: FlowConfig, plan: Plan, result: dict, resumed: bool, run_id: str,
+                 validation: Validation, duration_s: float | None = None) -> Exception:
+    """A run whose proof failed: its report and metrics (what was written, the findings),
+    and the error to raise. Nothing is committed; the plan stays pending."""
+    failed = summarize(flow, plan, result, resumed)
+    failed.run_id, failed.validation = run_id, validation.to_dict()
+    failed.duration_s = None if duration_s is None else round(duration_s, 3)
+    reports.write(flow.name, run_id, asdict(failed))
+    metrics.update(flow.name, asdict(failed))
+    return validation.error()
+
+
 def record_history(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
                    validation: Validation | None) -> None:
     """Add the plan to the flow's history: the remote offsets its records occupy, how far
@@ -288,6 +300,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
                                  max_records=max_records)
         progress.note(describe_plan(plan, resumed))
+        metadata = metadata_step(config, flow)  # the DAG's sync_topic_metadata, after plan
         validation = None
         master = master or flow.get("mirrorflow.spark.master")
         if plan.ranges:
@@ -305,17 +318,13 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         else:
             PlanStore(config, flow).save_empty_result(plan.plan_id)
         if validation is not None and not validation.success:
-            failed = summarize(flow, plan, result, resumed)
-            failed.run_id, failed.validation = run_id, validation.to_dict()
-            failed.duration_s = round(time.monotonic() - started, 3)
-            reports.write(flow.name, run_id, asdict(failed))
-            metrics.update(flow.name, asdict(failed))
-            raise validation.error()
+            raise failed_proof(flow, plan, result, resumed, run_id, validation,
+                               time.monotonic() - started)
         report = commit_step(config, flow, plan, resumed)
         report.run_id = run_id
         report.validation = validation.to_dict() if validation else None
         checkpoint_step(config, flow, report)
-        report.metadata = metadata_step(config, flow)
+        report.metadata = metadata
         if beat is not None and heartbeats.senses(config, flow):
             report.heartbeat = asdict(heartbeats.status(config, flow, beat))
         report.duration_s = round(time.monotonic() - started, 3)

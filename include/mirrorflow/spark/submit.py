@@ -12,7 +12,9 @@ import mirrorflow
 from mirrorflow.spark.session import SPARK_CONF, connector_jars
 
 PACKAGE_DIR = Path(mirrorflow.__file__).resolve().parent
-JOB_SCRIPT = PACKAGE_DIR.parents[1] / "spark_jobs" / "mirror_batch.py"
+# The job's entry is inside the package, so an installed wheel submits it as a checkout
+# does (spark_jobs/mirror_batch.py is the same entry, for running the job by hand).
+JOB_SCRIPT = PACKAGE_DIR / "spark" / "job.py"
 
 
 def spark_submit_binary() -> str:
