@@ -170,6 +170,9 @@ class RangeResult:
     record_age_ms: dict[str, float] | None = None
     replication_latency_ms: dict[str, float] | None = None
     write_seconds: float = 0.0
+    # The span records this attempt committed (their JSON): the driver need not wait for
+    # the transaction markers to reach the spans topic before it reads it.
+    spans: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -420,6 +423,7 @@ class PartitionWriter:
                 f"{self._txn[0].upstream[0]}..{self._txn[-1].upstream[-1]} failed: "
                 f"{exc.args[0].str()}") from None
         for span in spans:
+            self.result.spans.append(span.value().decode())
             self.result.records_written += span.records
             if self.result.first_downstream is None:
                 self.result.first_downstream = span.downstream_first

@@ -92,6 +92,14 @@ def plan_result(config: MirrorConfig, flow: FlowConfig, plan: Plan,
     ``failOnDataLoss`` or is recorded as a gap."""
     spans = ledger.read_spans(config.cluster(flow.target), flow.source, plan.plan_id)
     figures = {(r["topic"], r["partition"]): r for r in attempt}
+    # A transaction's markers reach the spans topic a moment after its commit returns:
+    # this attempt's spans come from its writers; earlier attempts' from the topic.
+    for tp, done in figures.items():
+        known = {s.downstream_first for s in spans.get(tp, [])}
+        mine = [ledger.Span.decode(v.encode()) for v in done.get("spans", [])]
+        spans[tp] = sorted([*spans.get(tp, []), *(s for s in mine
+                                                  if s.downstream_first not in known)],
+                           key=lambda s: s.upstream_first)
     late = [(r.topic, r.partition) for r in plan.ranges
             if not spans.get((r.topic, r.partition))
             or spans[(r.topic, r.partition)][0].upstream_first > r.start]
