@@ -95,3 +95,24 @@ def test_dag_mirror_task_runs_on_a_spark_connect_connection(server, airflow_db, 
     assert summary["records"] == 100 and summary["validation"]["verified_records"] == 100
     assert (f"mirroring plan {summary['plan_id']} on the Spark Connect server "
             f"sc://127.0.0.1:{server.port}") in run.stdout + run.stderr
+
+
+def test_a_submit_after_a_connect_session_in_the_same_process(two_clusters, tmp_path: Path,
+                                                              monkeypatch) -> None:
+    """PySpark marks a process that opened a Spark Connect session in its environment
+    (what a bench or an Airflow worker running both kinds of flows does); a spark-submit
+    from it must not inherit the marks and look for a Connect server."""
+    from mirrorflow.run import run_cycle
+
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:1")
+    monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path / "reports"))
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 1)
+    produce(a, "orders", varied_records(20), 1)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+    result = run_cycle(path, "a->b", master="local[2]")
+    assert result.records == 20 and result.validation["success"]
+    assert read_partition(b, "a.orders", 0) == read_partition(a, "orders", 0)
+    assert os.environ["SPARK_REMOTE"] == "sc://127.0.0.1:1"  # the process keeps its marks

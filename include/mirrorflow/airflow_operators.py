@@ -75,7 +75,12 @@ class MirrorJobOperator(BaseOperator):
 
         from mirrorflow import reports
         from mirrorflow.spark.session import SPARK_CONF, connector_jars
-        from mirrorflow.spark.submit import JOB_SCRIPT, job_arguments, package_zip
+        from mirrorflow.spark.submit import (
+            JOB_SCRIPT,
+            classic_environment,
+            job_arguments,
+            package_zip,
+        )
 
         python = os.environ.get("PYSPARK_PYTHON", sys.executable)
         env = {"PYSPARK_PYTHON": python,  # the job writes its Data Docs where runs report
@@ -88,7 +93,8 @@ class MirrorJobOperator(BaseOperator):
                 application_args=[*job_arguments(self.config_file, self.flow_name, plan_id,
                                                  run_id=self.run_id),
                                   "--no-fail-on-validation"])
-            self._hook.submit(str(JOB_SCRIPT))
+            with classic_environment():
+                self._hook.submit(str(JOB_SCRIPT))
 
     def on_kill(self) -> None:
         if self._hook is not None:

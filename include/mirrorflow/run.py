@@ -44,7 +44,7 @@ from mirrorflow.spark.job import (
 )
 from mirrorflow.spark.mirror import MirrorJobError
 from mirrorflow.spark.session import get_session, is_connect
-from mirrorflow.spark.submit import submit_command
+from mirrorflow.spark.submit import classic_environment, submit_command
 from mirrorflow.validate import Validation, prepare_validation
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,8 @@ def mirror_step(config_path: str, flow: FlowConfig, plan: Plan, master: str | No
         log.info("submitting: %s", " ".join(command))
         # The job loads mirrorflow from the submitted zip, whose default reports folder
         # would be beside the zip: it writes the Data Docs where this run reports.
-        env = {**os.environ, reports.REPORTS_ENV: str(reports.reports_dir().resolve())}
+        with classic_environment():
+            env = {**os.environ, reports.REPORTS_ENV: str(reports.reports_dir())}
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                               check=False, env=env)
     if proc.returncode not in (0, EXIT_VALIDATION_FAILED):

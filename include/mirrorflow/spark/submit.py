@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import mirrorflow
@@ -15,6 +17,21 @@ PACKAGE_DIR = Path(mirrorflow.__file__).resolve().parent
 # The job's entry is inside the package, so an installed wheel submits it as a checkout
 # does (spark_jobs/mirror_batch.py is the same entry, for running the job by hand).
 JOB_SCRIPT = PACKAGE_DIR / "spark" / "job.py"
+
+
+# PySpark marks a process that opened a Spark Connect session in os.environ; a job
+# submitted from that process would inherit the marks and try to reach a Connect server.
+CONNECT_MODE_VARS = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE")
+
+
+@contextlib.contextmanager
+def classic_environment() -> Iterator[None]:
+    """Hide PySpark's Spark Connect marks from os.environ while a job is submitted."""
+    saved = {name: os.environ.pop(name) for name in CONNECT_MODE_VARS if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 def spark_submit_binary() -> str:
