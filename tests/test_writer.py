@@ -172,12 +172,19 @@ def test_another_producer_in_the_remote_partition_is_left_out_of_the_spans(
     assert not covered & {r[0] for r in landed if r[2] == b"other"}
 
 
-def test_records_lost_to_retention_fail_the_write_naming_them(two_clusters) -> None:
+def retention_before_30(two_clusters) -> str:
+    """100 source records, of which retention (DeleteRecords) removed offsets 0..29;
+    returns the target's bootstrap."""
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "orders", 1)
     create_topic(b, "a.orders", 1)
     produce(a, "orders", varied_records(100), 1)
     delete_records(a, "orders", 0, 30)
+    return b
+
+
+def test_records_lost_to_retention_fail_the_write_naming_them(two_clusters) -> None:
+    b = retention_before_30(two_clusters)
     writer = new_writer(two_clusters, 10, 100)
     with pytest.raises(DataLossError, match=r"source orders\[0\]: offsets 10\.\.29 of the "
                                             r"planned range 10\.\.99 were removed by retention"):
@@ -186,11 +193,7 @@ def test_records_lost_to_retention_fail_the_write_naming_them(two_clusters) -> N
 
 
 def test_retention_gap_is_recorded_when_data_loss_is_accepted(two_clusters) -> None:
-    a, b = two_clusters["a"], two_clusters["b"]
-    create_topic(a, "orders", 1)
-    create_topic(b, "a.orders", 1)
-    produce(a, "orders", varied_records(100), 1)
-    delete_records(a, "orders", 0, 30)
+    retention_before_30(two_clusters)
     writer = new_writer(two_clusters, 10, 100, fail_on_data_loss=False)
     writer.write_batch(batch_of(varied_records(70, 30), list(range(30, 100))))
     result = writer.close()
