@@ -45,7 +45,7 @@ from mirrorflow.spark.job import (
 from mirrorflow.spark.mirror import MirrorJobError
 from mirrorflow.spark.session import get_session, is_connect
 from mirrorflow.spark.submit import classic_environment, submit_command
-from mirrorflow.validate import Validation, prepare_validation
+from mirrorflow.validate import Validation
 
 log = logging.getLogger(__name__)
 
@@ -294,7 +294,6 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
     progress = progress or Sink()
     config = load_config(config_path)
     flow = config.flow(flow_name)
-    prepare_validation()
     run_id = run_id or f"manual__{time.strftime('%Y%m%dT%H%M%S')}_{uuid.uuid4().hex[:6]}"
     with FlowLease(config, flow, run_id):
         beat = heartbeats.emit(config, flow) if heartbeats.emits(config, flow) else None
