@@ -100,10 +100,10 @@ def _plan(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> 
                  for r in dry.ranges]
         log.info("dry run, nothing written; the plan would be:\n%s", "\n".join(lines) or "empty")
         raise AirflowSkipException(f"dry run: {len(dry.ranges)} ranges, "
-                                   f"{sum(r.size for r in dry.ranges)} offsets; nothing written")
+                                   f"{dry.offsets} offsets; nothing written")
     stored, resumed = plan_run(config, flow, run_id, **limits)
     return {"plan_id": stored.plan_id, "resumed": resumed, "ranges": len(stored.ranges),
-            "offsets": sum(r.size for r in stored.ranges)}
+            "offsets": stored.offsets}
 
 
 def verdict(config_file: str, flow_name: str, planned: dict, run_id: str) -> dict:
@@ -115,7 +115,9 @@ def verdict(config_file: str, flow_name: str, planned: dict, run_id: str) -> dic
     from mirrorflow.validate import Validation
 
     config = load_config(config_file)
-    stored = PlanStore(config, config.flow(flow_name)).validation(planned["plan_id"])
+    flow = config.flow(flow_name)
+    store = PlanStore(config, flow)
+    stored = store.validation(planned["plan_id"])
     if stored is None or stored.get("run_id") != run_id:
         raise AirflowFailException(f"flow {flow_name}: no completeness check of plan "
                                    f"{planned['plan_id']} by run {run_id} is stored; clear the "
@@ -124,8 +126,7 @@ def verdict(config_file: str, flow_name: str, planned: dict, run_id: str) -> dic
     if not validation.success:
         from mirrorflow.run import failed_proof
 
-        store = PlanStore(config, config.flow(flow_name))
-        error = failed_proof(config.flow(flow_name), store.load(planned["plan_id"]),
+        error = failed_proof(flow, store.load(planned["plan_id"]),
                              store.result(planned["plan_id"]), planned["resumed"], run_id,
                              validation)
         raise AirflowFailException(str(error))

@@ -94,6 +94,11 @@ class Plan:
         )
 
     @property
+    def offsets(self) -> int:
+        """Offsets the ranges span (records, plus any compaction holes or markers)."""
+        return sum(r.size for r in self.ranges)
+
+    @property
     def positions(self) -> dict[TopicPart, int]:
         """Positions to commit once the plan is mirrored: the last offset of every range,
         or the last offset of a recorded gap where nothing was left to mirror after it."""

@@ -35,7 +35,7 @@ class Sink:
         self.logger.info("%s", line)
 
     def update(self, line: str) -> None:
-        self.logger.info("%s", line)
+        self.note(line)
 
 
 class StreamSink(Sink):
@@ -64,10 +64,9 @@ def describe_plan(plan: Plan, resumed: bool) -> str:
     """One line: the plan's partitions and records (offsets: compaction holes and
     transaction markers count until read)."""
     partitions = len(plan.ranges)
-    offsets = sum(r.size for r in plan.ranges)
     state = "resuming pending plan" if resumed else "planned"
     topics = len({r.topic for r in plan.ranges})
-    return (f"{state} {plan.plan_id}: {offsets:,} records over {partitions} partitions of "
+    return (f"{state} {plan.plan_id}: {plan.offsets:,} records over {partitions} partitions of "
             f"{topics} topics" + (f"; {len(plan.gaps)} data-loss gaps recorded"
                                   if plan.gaps else ""))
 
@@ -92,7 +91,7 @@ class WriteProgress:
                  interval: float = 10.0) -> None:
         self.config, self.flow, self.plan, self.sink = config, flow, plan, sink
         self.interval = interval
-        self.total = sum(r.size for r in plan.ranges)
+        self.total = plan.offsets
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="mirrorflow-progress",
                                         daemon=True)
