@@ -57,9 +57,32 @@ def produce(bootstrap: str, topic: str, records: list, partitions: int, **conf) 
     assert not errors, errors[0]
 
 
+def settle(bootstrap: str, topic: str, partition: int, timeout: float = 3.0) -> None:
+    """Wait (up to ``timeout``) until the partition's last stable offset reaches its end: a
+    transaction's markers land a moment after its commit returns, and a read_committed
+    reader stops at the LSO. A transaction left open on purpose only costs the wait."""
+    import time
+
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tp = TopicPartition(topic, partition)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ends = [admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level)[tp]
+                .result(10).offset
+                for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED)]
+        if ends[0] == ends[1]:
+            return
+        time.sleep(0.05)
+
+
 def read_partition(bootstrap: str, topic: str, partition: int, start: int = 0,
                    with_offsets: bool = False) -> list:
-    """Every record of a partition from ``start`` to its end, as (key, value, headers, ts)."""
+    """Every record of a partition from ``start`` to its end, as (key, value, headers, ts),
+    as a read_committed consumer sees it once committed transactions have settled."""
+    settle(bootstrap, topic, partition)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader",
                          "enable.partition.eof": True, "enable.auto.commit": False,
                          "fetch.wait.max.ms": 10})
