@@ -209,6 +209,7 @@ class PartitionWriter:
         self._latency = AgeStats()
         self._uncommitted = TimestampStats()
         self._opened = 0.0
+        self._fatal = None  # librdkafka's fatal error (a newer writer fenced this one)
 
     @property
     def where(self) -> str:
@@ -232,7 +233,7 @@ class PartitionWriter:
                 f"[{self.task.partition}]"
         producer = clients.new_client(Producer, {
             "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, **settings,
-            "transactional.id": txn_id}, where)
+            "transactional.id": txn_id, "error_cb": self._on_error}, where)
         try:
             producer.init_transactions(TIMEOUT_S)
             self.result.transactional = True
@@ -341,7 +342,7 @@ class PartitionWriter:
         """Produce one slice inside the open transaction and keep it for the spans."""
         import pyarrow as pa
         import pyarrow.compute as pc
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
 
         careful = self.careful if careful is None else careful
         n = batch.num_rows
@@ -366,6 +367,10 @@ class PartitionWriter:
                 except BufferError:
                     poll(0.05)
                 except KafkaException as exc:
+                    if exc.args[0].code() == KafkaError._FATAL:  # e.g. fenced: the
+                        self._txn.append(piece)  # transaction failed; learn why
+                        self._serve_fatal()
+                        raise self._transaction_failed(exc.args[0]) from None
                     raise WriteError(f"cannot write {self.task.topic}[{partition}] offset "
                                      f"{upstream[i]} to {topic}: {exc.args[0].str()}"
                                      f"{self._size_hint(exc.args[0])}") from None
@@ -418,10 +423,7 @@ class PartitionWriter:
                 self._flush()
                 self._commit_position_without_transaction(position)
         except KafkaException as exc:
-            raise WriteError(
-                f"writing {self.where}: the transaction of upstream offsets "
-                f"{self._txn[0].upstream[0]}..{self._txn[-1].upstream[-1]} failed: "
-                f"{exc.args[0].str()}") from None
+            raise self._transaction_failed(exc.args[0]) from None
         for span in spans:
             self.result.spans.append(span.value().decode())
             self.result.records_written += span.records
@@ -434,6 +436,31 @@ class PartitionWriter:
         self._uncommitted = TimestampStats()
         self._txn = []
 
+    def _on_error(self, error) -> None:
+        """librdkafka's error callback: keep a fatal error, which later calls only report
+        as "Local: Fatal error"."""
+        if error.fatal():
+            self._fatal = error
+
+    def _serve_fatal(self) -> None:
+        """Serve the callbacks that name a fatal error; confluent-kafka raises that error
+        from poll() as well."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self._producer.poll(0)
+        except KafkaException as exc:
+            self._fatal = self._fatal or exc.args[0]
+
+    def _transaction_failed(self, error) -> WriteError:
+        """The open transaction failed: name its upstream offsets and the cause (the fatal
+        error behind a generic one, e.g. the fencing by a newer writer)."""
+        cause = self._fatal if self._fatal is not None else error
+        return WriteError(
+            f"writing {self.where}: the transaction of upstream offsets "
+            f"{self._txn[0].upstream[0]}..{self._txn[-1].upstream[-1]} failed: "
+            f"{cause.str()}")
+
     def _flush(self) -> None:
         from confluent_kafka import KafkaException
 
@@ -445,10 +472,7 @@ class PartitionWriter:
             try:
                 self._producer.commit_transaction(1)
             except KafkaException as exc:
-                raise WriteError(
-                    f"writing {self.where}: the transaction of upstream offsets "
-                    f"{self._txn[0].upstream[0]}..{self._txn[-1].upstream[-1]} failed: "
-                    f"{exc.args[0].str()}") from None
+                raise self._transaction_failed(exc.args[0]) from None
             raise
         if remaining:
             raise WriteError(f"writing {self.where}: {remaining} records unacknowledged after "
