@@ -120,7 +120,11 @@ def start(server: ConnectServer, timeout: float = READY_TIMEOUT_S) -> int:
 
 
 def stop(server: ConnectServer, timeout: float = 30.0) -> bool:
-    """Stop the server this module started (its whole process group)."""
+    """Stop the server this module started (its whole process group), after closing this
+    process's own sessions (see :func:`mirrorflow.spark.session.close_connect_sessions`)."""
+    from mirrorflow.spark.session import close_connect_sessions
+
+    close_connect_sessions()
     pid = server.pid()
     server.pid_file.unlink(missing_ok=True)
     if pid is None:

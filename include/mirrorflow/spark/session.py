@@ -78,3 +78,19 @@ def get_session(master: str, app_name: str = "mirrorflow"):
     for key, value in {**SPARK_CONF, "spark.jars": ",".join(connector_jars())}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def close_connect_sessions() -> None:
+    """Stop this process's Spark Connect sessions. A client left open makes a cleanup call
+    at interpreter exit, which retries for minutes once its server is gone: call this
+    before stopping a server this process used."""
+    import sys
+
+    if "pyspark.sql.connect.session" not in sys.modules:
+        return
+    from pyspark.sql.connect.session import SparkSession
+
+    for session in {SparkSession._get_default_session(), SparkSession.getActiveSession()}:
+        if session is not None:
+            session.stop()
+
