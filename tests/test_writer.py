@@ -3,6 +3,9 @@ fence zombies, span records, another producer in the remote partition, retention
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
@@ -17,9 +20,17 @@ pytestmark = pytest.mark.broker
 SCHEMA = pa.schema([
     ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
     ("partition", pa.int32()), ("offset", pa.int64()),
-    ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
-    ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+    ("timestamp", pa.timestamp("us", tz="UTC")),
+    ("headers", pa.string()),
 ])
+
+
+def headers_json(headers: list | None) -> str | None:
+    """Headers as Spark's ``to_json`` writes them (kafka_source.for_writer)."""
+    if headers is None:
+        return None
+    return json.dumps([{"key": k, **({} if v is None else {"value": base64.b64encode(v).decode()})}
+                       for k, v in headers], separators=(",", ":"))
 
 
 def batch_of(records: list, offsets: list[int], topic: str = "orders",
@@ -32,8 +43,7 @@ def batch_of(records: list, offsets: list[int], topic: str = "orders",
         pa.array([topic] * n, pa.string()), pa.array([partition] * n, pa.int32()),
         pa.array(offsets, pa.int64()),
         pa.array([r[3] * 1000 for r in records], SCHEMA.field("timestamp").type),
-        pa.array([0] * n, pa.int32()),
-        pa.array([r[2] for r in records], SCHEMA.field("headers").type),
+        pa.array([headers_json(r[2]) for r in records], pa.string()),
     ], schema=SCHEMA)
 
 

@@ -571,10 +571,13 @@ def _payload_bytes(batch) -> int:
 
 
 def _header_lists(column) -> list | None:
-    """Per record ``[(key, value), ...]`` or None; None for the whole batch when no record
-    has headers (the common case costs no per-record work)."""
-    import pyarrow.compute as pc
+    """Per record ``[(key, value), ...]`` or None, from the JSON of
+    :func:`mirrorflow.spark.kafka_source.for_writer`; None for the whole batch when no
+    record has headers (the common case costs no per-record work)."""
+    import base64
+    import json
 
-    if not pc.max(pc.list_value_length(column)).as_py():
+    if column.null_count == len(column):
         return None
-    return [[(h["key"], h["value"]) for h in hs] if hs else None for hs in column.to_pylist()]
+    return [[(h["key"], base64.b64decode(h["value"]) if "value" in h else None)
+             for h in json.loads(text)] if text else None for text in column.to_pylist()]

@@ -20,7 +20,7 @@ from mirrorflow.config import FlowConfig, MirrorConfig, parse_config
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.history import merge_spans
 from mirrorflow.plan import Plan
-from mirrorflow.spark.kafka_source import read_ranges
+from mirrorflow.spark.kafka_source import for_writer, read_ranges
 from mirrorflow.watermarks import probe_watermarks
 from mirrorflow.writer import DataLossError, PartitionWriter, WriteTask
 
@@ -72,7 +72,7 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
     if reads:
         _check_topics_exist(source, {t for t, *_ in reads})
         ledger.spans_store(target, flow.source, flow.get("replication.factor")).ensure()
-        frame = read_ranges(spark, source, reads)
+        frame = for_writer(read_ranges(spark, source, reads))
         write = functools.partial(write_partitions, config.text, flow.source, flow.target,
                                   pending)
         try:
