@@ -37,10 +37,10 @@ import psutil
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirrorflow.local_mm2 import MirrorMaker
-from mirrorflow.localcluster import free_port, running_clusters
+from mirrorflow.dev import connect_server
+from mirrorflow.dev.local_mm2 import MirrorMaker
+from mirrorflow.dev.localcluster import free_port, running_clusters
 from mirrorflow.run import RunResult, run_cycle
-from mirrorflow.spark import connect_server
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
 MIB = 1024 * 1024

@@ -1,5 +1,5 @@
 """One Airflow DAG per enabled replication flow of the MM2 config ($MIRRORFLOW_CONFIG)."""
 
-from mirrorflow.airflow_dags import build_flow_dags
+from mirrorflow.airflow.dags import build_flow_dags
 
 globals().update(build_flow_dags())

@@ -1,11 +1,11 @@
 """mirrorflow's Airflow plugin: metrics endpoint, status view and reports under /mirrorflow
-on the API server, and "Replication" in the UI's Browse menu (mirrorflow.airflow_plugin)."""
+on the API server, and "Replication" in the UI's Browse menu (mirrorflow.airflow.plugin)."""
 
 from typing import ClassVar
 
 from airflow.plugins_manager import AirflowPlugin
 
-from mirrorflow.airflow_plugin import PREFIX, app
+from mirrorflow.airflow.plugin import PREFIX, app
 
 
 class MirrorflowPlugin(AirflowPlugin):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow.localcluster import LocalBroker
+from mirrorflow.dev.localcluster import LocalBroker
 
 # Each xdist worker has an Airflow home (and SQLite database) of its own; a worker's
 # environment is inherited from the controller, which loaded this file first.
@@ -71,7 +71,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalB
     xdist worker has its own), started through the same module as `mirrorflow local up`."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from mirrorflow.localcluster import LocalBroker, free_port, start, stop
+    from mirrorflow.dev.localcluster import LocalBroker, free_port, start, stop
 
     state = tmp_path_factory.mktemp("brokers")
     # Test records carry fixed 2023 timestamps: time-based retention is off.
@@ -90,8 +90,8 @@ def two_clusters(kafka: dict[str, LocalBroker]) -> dict[str, str]:
     no consumer group is left from an earlier test, so every test starts as on fresh
     brokers. A broker an earlier test stopped is started again (its data kept)."""
     from helpers.kafka import wipe
-    from mirrorflow.clients import close_shared
-    from mirrorflow.localcluster import start
+    from mirrorflow.dev.localcluster import start
+    from mirrorflow.kafka.clients import close_shared
 
     close_shared()
     for broker in kafka.values():
@@ -103,7 +103,7 @@ def two_clusters(kafka: dict[str, LocalBroker]) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def broker_c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     """A third broker, 'c', for the tests of one module that need three clusters."""
-    from mirrorflow.localcluster import free_port, start, stop
+    from mirrorflow.dev.localcluster import free_port, start, stop
 
     broker = LocalBroker("c", "127.0.0.1", free_port(), tmp_path_factory.mktemp("c"),
                          properties={"log.retention.ms": "-1"})

@@ -21,10 +21,11 @@ from helpers.kafka import (
     topics,
     varied_records,
 )
-from mirrorflow import remote, reports
-from mirrorflow.config import load_config
-from mirrorflow.offsets import OffsetStore
-from mirrorflow.watermarks import probe_watermarks
+from mirrorflow.checkpoint import remote
+from mirrorflow.config.model import load_config
+from mirrorflow.kafka.watermarks import probe_watermarks
+from mirrorflow.quality import reports
+from mirrorflow.source.offsets import OffsetStore
 
 pytestmark = [pytest.mark.airflow, pytest.mark.broker, pytest.mark.spark]
 
@@ -117,7 +118,7 @@ def test_failed_completeness_check_fails_the_run_before_commit(airflow_db, two_c
                                                                tmp_path, monkeypatch) -> None:
     from confluent_kafka import Producer
 
-    from mirrorflow.plan import PlanStore, plan_run
+    from mirrorflow.source.plan import PlanStore, plan_run
 
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "orders", 1)

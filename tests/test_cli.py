@@ -53,7 +53,7 @@ def test_check_prints_warnings_on_stderr(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_reference_lists_every_property(capsys: pytest.CaptureFixture) -> None:
-    from mirrorflow.config import FLOW_PROPERTIES
+    from mirrorflow.config.model import FLOW_PROPERTIES
 
     assert main(["config", "reference"]) == 0
     out = capsys.readouterr().out
@@ -84,7 +84,7 @@ def test_every_command_names_an_unreachable_cluster_in_one_line(two_clusters, tm
                                                                 down: str) -> None:
     """Each subcommand that talks to a cluster, with the source or the target down: one
     line naming the cluster's alias and address, exit status 1, no traceback."""
-    from mirrorflow.localcluster import free_port
+    from mirrorflow.dev.localcluster import free_port
 
     dead = f"127.0.0.1:{free_port()}"
     clusters = {**two_clusters, down: dead}

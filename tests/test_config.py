@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow.config import FLOW_PROPERTIES, ConfigError, load_config, parse_config
+from mirrorflow.config.model import FLOW_PROPERTIES, ConfigError, load_config, parse_config
 
 BASE = """
 clusters = a, b

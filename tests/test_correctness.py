@@ -12,8 +12,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
-from mirrorflow import remote
-from mirrorflow.config import load_config
+from mirrorflow.checkpoint import remote
+from mirrorflow.config.model import load_config
 from mirrorflow.run import run_cycle
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]

@@ -68,7 +68,7 @@ def test_parsing_imports_no_heavy_modules(repo: Path) -> None:
     config = repo / "include" / "config" / "mm2.properties"
     code = (
         "import sys, pathlib\n"
-        "from mirrorflow.airflow_dags import build_flow_dags\n"
+        "from mirrorflow.airflow.dags import build_flow_dags\n"
         f"build_flow_dags(pathlib.Path({str(config)!r}))\n"
         "heavy = ('pyspark', 'great_expectations', 'confluent_kafka')\n"
         "print('HEAVY=' + ','.join(m for m in heavy if m in sys.modules))\n"

@@ -10,9 +10,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
-from mirrorflow import remote
+from mirrorflow.checkpoint import remote
 from mirrorflow.cli import main
-from mirrorflow.config import load_config
+from mirrorflow.config.model import load_config
 from mirrorflow.run import run_cycle
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]

@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cycle import cycle_in_session
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
-from mirrorflow.config import load_config
+from mirrorflow.checkpoint.remote import latest_checkpoints
+from mirrorflow.config.model import load_config
+from mirrorflow.dev.localcluster import start
+from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.lease import FlowLease, LeaseHeldError
-from mirrorflow.localcluster import start
-from mirrorflow.offsets import OffsetStore
-from mirrorflow.plan import PlanError, PlanStore, plan_run
 from mirrorflow.run import run_cycle
+from mirrorflow.source.offsets import OffsetStore
+from mirrorflow.source.plan import PlanError, PlanStore, plan_run
+from mirrorflow.source.writer import WriteError
 from mirrorflow.spark.mirror import SourceTopicGoneError, mirror
-from mirrorflow.watermarks import probe_watermarks
-from mirrorflow.writer import WriteError
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -81,7 +81,7 @@ def test_target_broker_killed_during_the_write_then_restarted(spark, brokers,
     assert killed.is_set(), "the write finished before the target could be stopped"
     assert positions(path) == {}  # nothing committed
 
-    result = cycle_in_session(spark, path, run_id="run-2")  # the retry resumes the plan
+    result = run_cycle(path, "a->b", run_id="run-2", spark=spark)  # the retry resumes the plan
     assert result.resumed and result.records == total
     assert sum(p.skipped for p in result.partitions) > 0  # written before the crash, kept
     for p in range(2):
@@ -124,7 +124,7 @@ def test_source_topic_deleted_between_planning_and_reading(spark, brokers,
         mirror(spark, config, flow, plan)
     assert positions(path) == {}
 
-    result = cycle_in_session(spark, path, run_id="run-2")
+    result = run_cycle(path, "a->b", run_id="run-2", spark=spark)
     assert result.resumed and [p.topic for p in result.partitions] == ["orders"]
     assert read_partition(b, "a.orders", 0) == read_partition(a, "orders", 0)
     assert positions(path) == {("orders", 0): 299}
@@ -138,8 +138,9 @@ def test_source_topic_recreated_with_fewer_records_is_detected(spark, brokers,
     a = bootstraps["a"]
     create_topic(a, "orders", 1)
     produce(a, "orders", varied_records(100), 1)
-    path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true")
-    assert cycle_in_session(spark, path).records == 100
+    path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+    assert run_cycle(path, "a->b", spark=spark).records == 100
     admin = AdminClient({"bootstrap.servers": a})
     admin.delete_topics(["orders"])["orders"].result(10)
     time.sleep(0.5)
@@ -147,7 +148,7 @@ def test_source_topic_recreated_with_fewer_records_is_detected(spark, brokers,
     produce(a, "orders", varied_records(10), 1)
     with pytest.raises(PlanError, match=r"source orders\[0\] ends at offset 10 but offset 99 "
                                         r"was already mirrored: the topic was recreated"):
-        cycle_in_session(spark, path, run_id="run-2")
+        run_cycle(path, "a->b", run_id="run-2", spark=spark)
     assert positions(path) == {("orders", 0): 99}  # unchanged
 
 
@@ -163,7 +164,7 @@ def test_record_larger_than_the_target_max_message_bytes_names_its_offset(
     path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true")
     with pytest.raises(WriteError, match=r"cannot write orders\[0\] offset 17 to a\.orders: .*"
                                          r"larger than a\.orders's max\.message\.bytes = 20000"):
-        cycle_in_session(spark, path)
+        run_cycle(path, "a->b", spark=spark)
     assert positions(path) == {}
 
 
@@ -200,7 +201,7 @@ def test_malformed_internal_records_are_skipped_with_warnings(
         spark, brokers, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from mirrorflow import checkpoints, offset_syncs
+    from mirrorflow.source import offset_syncs
 
     bootstraps, _ = brokers
     a, b = bootstraps["a"], bootstraps["b"]
@@ -210,7 +211,7 @@ def test_malformed_internal_records_are_skipped_with_warnings(
                        "emit.checkpoints.interval.seconds = 0\n")
     config = load_config(path)
     flow = config.flow("a->b")
-    cycle_in_session(spark, path, run_id="run-1")
+    run_cycle(path, "a->b", run_id="run-1", spark=spark)
     group = Consumer({"bootstrap.servers": a, "group.id": "billing"})
     group.commit(offsets=[TopicPartition("orders", 0, 20)], asynchronous=False)
     group.close()
@@ -228,15 +229,16 @@ def test_malformed_internal_records_are_skipped_with_warnings(
         producer.flush(10)
     produce(a, "orders", varied_records(10, 40), 1)
     with caplog.at_level(logging.WARNING):
-        result = cycle_in_session(spark, path, run_id="run-2")
-        computed = checkpoints.compute(config, flow)
-        assert checkpoints.emit(config, flow, computed) >= 1
+        result = run_cycle(path, "a->b", run_id="run-2", spark=spark)
+        assert result.checkpoints >= 1
         assert offset_syncs.read(config, flow)
     # The garbage in ``heartbeats`` is mirrored too, as MM2 mirrors any record there.
     assert sum(p.records for p in result.partitions if p.topic == "orders") == 10
     assert positions(path)[("orders", 0)] == 49
-    assert [c for c in computed if c.group == "billing"]
-    assert "malformed" in caplog.text or "skipped" in caplog.text
+    assert latest_checkpoints(config.cluster("b"), "a", flow.policy())[
+        ("billing", "a.orders", 0)].upstream_offset == 20
+    assert ("mm2-offsets.a.internal: skipped a record that is not an MM2 source offset: "
+            "b'xxx'") in caplog.text
 
 
 def test_a_truncated_pending_plan_is_a_named_error_not_a_traceback(brokers,

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mirrorflow.cli import main
-from mirrorflow.config import FLOW_PROPERTIES
+from mirrorflow.config.model import FLOW_PROPERTIES
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SEEDS = [p.read_text() for p in sorted(FIXTURES.glob("*.properties"))] + [
@@ -122,6 +122,6 @@ def test_dag_file_gives_dags_or_one_config_error(text: str) -> None:
     if bag.import_errors:
         (error,) = bag.import_errors.values()
         last = error.strip().splitlines()[-1]
-        assert last.startswith("mirrorflow.config.ConfigError: "), error
+        assert last.startswith("mirrorflow.config.model.ConfigError: "), error
     else:
         assert all(dag_id.startswith("mirror__") for dag_id in bag.dags)

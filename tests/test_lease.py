@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file
-from mirrorflow.config import load_config
+from mirrorflow.config.model import load_config
 from mirrorflow.lease import FlowLease, LeaseHeldError, LeaseRecord, holder
 
 
@@ -114,7 +114,7 @@ def test_a_lapsed_holder_commits_nothing(two_clusters: dict[str, str], tmp_path:
     """A holder whose renewals stop (a paused process) lapses; another run takes the flow;
     the lapsed holder's next commit fails before it writes anything."""
     from mirrorflow.lease import LeaseLostError
-    from mirrorflow.offsets import OffsetStore
+    from mirrorflow.source.offsets import OffsetStore
 
     config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
                                      "a->b.enabled = true",

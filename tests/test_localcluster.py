@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow import clients, localcluster
 from mirrorflow.cli import main
-from mirrorflow.config import load_config, parse_config
+from mirrorflow.config.model import load_config, parse_config
+from mirrorflow.dev import localcluster
+from mirrorflow.kafka import clients
 
 pytestmark = pytest.mark.broker
 

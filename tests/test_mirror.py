@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, topics, varied_records
-from mirrorflow import reports
 from mirrorflow.cli import main
-from mirrorflow.config import load_config
-from mirrorflow.offsets import OffsetStore
+from mirrorflow.config.model import load_config
+from mirrorflow.kafka.watermarks import probe_watermarks
+from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle
-from mirrorflow.watermarks import probe_watermarks
+from mirrorflow.source.offsets import OffsetStore
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 

@@ -27,12 +27,12 @@ from helpers.kafka import (
     topics,
     varied_records,
 )
-from mirrorflow import remote
-from mirrorflow.clients import close_shared
-from mirrorflow.config import load_config
+from mirrorflow.checkpoint import remote
+from mirrorflow.config.model import load_config
+from mirrorflow.dev.local_mm2 import MirrorMaker, formatted
 from mirrorflow.jvm import log4j_config
-from mirrorflow.local_mm2 import MirrorMaker, formatted
-from mirrorflow.records import Checkpoint, Heartbeat, OffsetSync
+from mirrorflow.kafka.clients import close_shared
+from mirrorflow.kafka.records import Checkpoint, Heartbeat, OffsetSync
 from mirrorflow.run import run_cycle
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.timeout(900)]
@@ -228,6 +228,6 @@ def java_translate(bootstrap: str, source: str, group: str, work: Path) -> dict[
 
 
 def _log(config, alias: str, topic: str):
-    from mirrorflow.internal_topics import read_log
+    from mirrorflow.kafka.internal_topics import read_log
 
     return read_log(config.cluster(alias), topic)

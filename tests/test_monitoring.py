@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from helpers.kafka import config_file, create_topic, produce, varied_records
-from mirrorflow import metrics, reports
-from mirrorflow.airflow_plugin import app
-from mirrorflow.config import load_config
-from mirrorflow.metrics import LagAlertError, alerts
+from mirrorflow.airflow.plugin import app
+from mirrorflow.config.model import load_config
+from mirrorflow.quality import metrics, reports
+from mirrorflow.quality.metrics import LagAlertError, alerts
 from mirrorflow.run import run_cycle
 
 
@@ -84,7 +84,7 @@ def test_endpoint_after_a_real_run(spark, two_clusters, tmp_path, monkeypatch) -
         run_cycle(path, "a->b", spark=spark)
 
     # Who may read what is the auth test's (below); here every flow is readable.
-    from mirrorflow import airflow_plugin
+    from mirrorflow.airflow import plugin as airflow_plugin
 
     monkeypatch.setitem(app.dependency_overrides, airflow_plugin._caller, lambda: "reader")
     monkeypatch.setattr(airflow_plugin, "_readable", lambda caller, flow_dirs: flow_dirs)

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file
-from mirrorflow import offset_syncs
-from mirrorflow.config import load_config
-from mirrorflow.offset_syncs import translate
-from mirrorflow.records import OffsetSync
+from mirrorflow.config.model import load_config
+from mirrorflow.kafka.records import OffsetSync
+from mirrorflow.source import offset_syncs
+from mirrorflow.source.offset_syncs import translate
 
 
 def syncs(*pairs: tuple[int, int]) -> list[OffsetSync]:

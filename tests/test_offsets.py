@@ -7,9 +7,9 @@ import json
 import pytest
 
 from helpers.kafka import read_partition
-from mirrorflow.config import parse_config
-from mirrorflow.internal_topics import CompactedTopic
-from mirrorflow.offsets import OffsetStore, decode, encode_key, encode_value, offsets_topic
+from mirrorflow.config.model import parse_config
+from mirrorflow.kafka.internal_topics import CompactedTopic
+from mirrorflow.source.offsets import OffsetStore, decode, encode_key, encode_value, offsets_topic
 
 
 def test_key_and_value_bytes_match_mm2() -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file, create_topic, delete_records, produce, topics, varied_records
-from mirrorflow.config import load_config
-from mirrorflow.offsets import OffsetStore
-from mirrorflow.plan import DataLossError, PlanError, PlanStore, build_plan, plan_run
+from mirrorflow.config.model import load_config
+from mirrorflow.source.offsets import OffsetStore
+from mirrorflow.source.plan import DataLossError, PlanError, PlanStore, build_plan, plan_run
 
 pytestmark = pytest.mark.broker
 

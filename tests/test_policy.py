@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.config import ConfigError, parse_config
-from mirrorflow.policy import (
+from mirrorflow.config.model import ConfigError, parse_config
+from mirrorflow.config.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     PolicyError,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from mirrorflow.properties import PropertiesSyntaxError, parse_properties
+from mirrorflow.config.properties import PropertiesSyntaxError, parse_properties
 
 
 def as_dict(text: str) -> dict[str, str]:

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from mirrorflow.records import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
+from mirrorflow.kafka.records import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
 
 
 def s(text: str) -> bytes:  # Kafka protocol STRING: INT16 length + UTF-8

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow import reports
-from mirrorflow.plan import Plan, Range
-from mirrorflow.validate import (
+from mirrorflow.quality import reports
+from mirrorflow.quality.validate import (
     DEFAULT_EXPECTATIONS_DIR,
     PartitionVerdict,
     Validation,
@@ -18,6 +17,7 @@ from mirrorflow.validate import (
     sample,
     user_suites,
 )
+from mirrorflow.source.plan import Plan, Range
 
 
 def plan_of(n: int) -> Plan:

@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file, create_topic
-from mirrorflow import clients
 from mirrorflow.cli import main
-from mirrorflow.config import ConfigError, load_config, parse_config
-from mirrorflow.plan import build_plan
-from mirrorflow.secrets import SecretError
+from mirrorflow.config.model import ConfigError, load_config, parse_config
+from mirrorflow.config.secrets import SecretError
+from mirrorflow.kafka import clients
+from mirrorflow.source.plan import build_plan
 
 SECRET = "pl4nted-s3cret"
 PROVIDERS = """
 config.providers = airflow, file, env
-config.providers.airflow.class = mirrorflow.secrets.AirflowConnectionConfigProvider
+config.providers.airflow.class = mirrorflow.config.secrets.AirflowConnectionConfigProvider
 config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider
 config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider
 """
@@ -187,7 +187,7 @@ def test_refused_settings_are_reported_without_their_secret_values() -> None:
 
 
 def test_every_kafka_client_is_built_from_the_cluster_settings(repo: Path) -> None:
-    """Kafka clients come from :mod:`mirrorflow.clients` (which applies ``{alias}.*`` and
+    """Kafka clients come from :mod:`mirrorflow.kafka.clients` (which applies ``{alias}.*`` and
     ``{alias}.{role}.*``): planner, Spark reader and writer, checkpoints, heartbeats, stores.
     The one exception probes local brokers that mirrorflow itself started."""
     import re
@@ -195,7 +195,7 @@ def test_every_kafka_client_is_built_from_the_cluster_settings(repo: Path) -> No
     direct = {path.relative_to(repo).as_posix()
               for path in (repo / "include" / "mirrorflow").rglob("*.py")
               if re.search(r"(?<![\w.])(Producer|Consumer|AdminClient)\(", path.read_text())}
-    assert direct == {"include/mirrorflow/localcluster.py"}
+    assert direct == {"include/mirrorflow/dev/localcluster.py"}
 
 
 @pytest.mark.broker

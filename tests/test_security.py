@@ -29,8 +29,8 @@ from confluent_kafka.admin import (
 )
 
 from helpers.kafka import varied_records
-from mirrorflow.clients import close_shared
-from mirrorflow.localcluster import LocalBroker, free_port, start, stop
+from mirrorflow.dev.localcluster import LocalBroker, free_port, start, stop
+from mirrorflow.kafka.clients import close_shared
 from mirrorflow.run import run_cycle
 
 pytestmark = pytest.mark.broker

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cycle import cycle_in_session
 from helpers.kafka import config_file, create_topic, read_partition
-from mirrorflow import checkpoints, remote
-from mirrorflow.config import load_config
+from mirrorflow.checkpoint import checkpoints, remote
+from mirrorflow.config.model import load_config
+from mirrorflow.run import run_cycle
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -32,7 +32,6 @@ def test_repeated_runs_under_live_traffic_stay_complete_and_exact(spark, two_clu
                        "emit.heartbeats.enabled = false\n"
                        "emit.checkpoints.interval.seconds = 0\n")
     config = load_config(path)
-    flow = config.flow("a->b")
     stop = threading.Event()
     produced = [0]
     consumed = [0]
@@ -66,15 +65,13 @@ def test_repeated_runs_under_live_traffic_stay_complete_and_exact(spark, two_clu
     mirrored = 0
     try:
         for cycle in range(CYCLES):
-            mirrored += cycle_in_session(spark, path, run_id=f"soak-{cycle}").records
-            checkpoints.emit(config, flow, checkpoints.compute(config, flow))
+            mirrored += run_cycle(path, "a->b", run_id=f"soak-{cycle}", spark=spark).records
     finally:
         stop.set()
         for worker in workers:
             worker.join(60)
-    # Traffic has stopped: one more cycle takes the rest, then the group's last commits.
-    mirrored += cycle_in_session(spark, path, run_id="soak-final").records
-    checkpoints.emit(config, flow, checkpoints.compute(config, flow))
+    # Traffic has stopped: one more cycle takes the rest and checkpoints the last commits.
+    mirrored += run_cycle(path, "a->b", run_id="soak-final", spark=spark).records
 
     assert mirrored == produced[0] and consumed[0] > 0
     committed = checkpoints.committed_offsets(config.cluster("a"), "billing")

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
-from mirrorflow import reports
-from mirrorflow.localcluster import free_port
-from mirrorflow.spark import connect_server
+from mirrorflow.dev import connect_server
+from mirrorflow.dev.localcluster import free_port
+from mirrorflow.quality import reports
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -32,8 +32,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[connect_server.
 
 def test_local_server_of_a_config_and_a_run_through_it(server, two_clusters, tmp_path: Path,
                                                        monkeypatch) -> None:
-    from mirrorflow.config import load_config
-    from mirrorflow.localcluster import connect_servers
+    from mirrorflow.config.model import load_config
+    from mirrorflow.dev.localcluster import connect_servers
 
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "orders", 3)

@@ -9,8 +9,8 @@ import pytest
 from confluent_kafka import Producer
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
-from mirrorflow.config import load_config, parse_config
-from mirrorflow.plan import plan_run
+from mirrorflow.config.model import load_config, parse_config
+from mirrorflow.source.plan import plan_run
 from mirrorflow.spark.kafka_source import kafka_options, read_ranges
 from mirrorflow.spark.mirror import mirror
 

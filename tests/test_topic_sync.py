@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import pytest
 
 from helpers.kafka import config_file, create_topic
-from mirrorflow import topic_sync
-from mirrorflow.config import load_config, parse_config
-from mirrorflow.plan import build_plan
+from mirrorflow.config.model import load_config, parse_config
 from mirrorflow.run import metadata_step
-from mirrorflow.topic_sync import TopicAcl
+from mirrorflow.source import topic_sync
+from mirrorflow.source.plan import build_plan
+from mirrorflow.source.topic_sync import TopicAcl
 
 FLOW = parse_config("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
                     "a->b.enabled = true\na->b.topics.exclude = secret\n").flow("a->b")
@@ -103,19 +103,19 @@ def test_partition_growth_on_the_source_is_mirrored(spark, two_clusters: dict[st
                                                     tmp_path: Path) -> None:
     from confluent_kafka.admin import AdminClient, NewPartitions
 
-    from helpers.cycle import cycle_in_session
     from helpers.kafka import produce, read_partition, varied_records
+    from mirrorflow.run import run_cycle
 
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "orders", 2)
     produce(a, "orders", varied_records(40), 2)
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
                        "emit.heartbeats.enabled = false\n")
-    assert cycle_in_session(spark, path, run_id="r1").records == 40
+    assert run_cycle(path, "a->b", run_id="r1", spark=spark).records == 40
     admin = AdminClient({"bootstrap.servers": a})
     admin.create_partitions([NewPartitions("orders", 3)])["orders"].result(10)
     produce(a, "orders", varied_records(30, 40), 3)  # 10 into each, the new one too
-    second = cycle_in_session(spark, path, run_id="r2")
+    second = run_cycle(path, "a->b", run_id="r2", spark=spark)
     assert sorted((p.partition, p.records) for p in second.partitions) == [
         (0, 10), (1, 10), (2, 10)]
     assert len(AdminClient({"bootstrap.servers": b}).list_topics(timeout=10)

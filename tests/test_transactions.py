@@ -10,9 +10,9 @@ import pytest
 from confluent_kafka import Producer
 
 from helpers.kafka import config_file, create_topic, read_partition
-from mirrorflow.config import load_config
-from mirrorflow.offsets import OffsetStore
+from mirrorflow.config.model import load_config
 from mirrorflow.run import run_cycle
+from mirrorflow.source.offsets import OffsetStore
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 

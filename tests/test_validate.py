@@ -12,15 +12,15 @@ import pytest
 from confluent_kafka import Producer
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
-from mirrorflow import reports
 from mirrorflow.cli import main
-from mirrorflow.config import load_config
-from mirrorflow.internal_topics import CompactedTopic
-from mirrorflow.offsets import OffsetStore
-from mirrorflow.plan import Plan, PlanStore, Range, plan_run
-from mirrorflow.records import Checkpoint
+from mirrorflow.config.model import load_config
+from mirrorflow.kafka.internal_topics import CompactedTopic
+from mirrorflow.kafka.records import Checkpoint
+from mirrorflow.quality import reports
+from mirrorflow.quality.validate import ValidationError, validate_plan
 from mirrorflow.run import run_cycle
-from mirrorflow.validate import ValidationError, validate_plan
+from mirrorflow.source.offsets import OffsetStore
+from mirrorflow.source.plan import Plan, PlanStore, Range, plan_run
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -135,13 +135,15 @@ def test_checkpoint_claiming_more_than_was_mirrored_fails(spark, source) -> None
     topic.ensure()
     ahead = Checkpoint("billing", "a.orders", 0, 150, 150, "")
     rewound = Checkpoint("billing", "a.orders", 1, 40, 40, "")  # the group moved back: fine
-    topic.write([(ahead.key(), ahead.value()), (rewound.key(), rewound.value())])
+    # A group ahead of the mirror (live traffic) is translated to the mirrored end: fine.
+    leading = Checkpoint("reports", "a.orders", 1, 170, 100, "")
+    topic.write([(c.key(), c.value()) for c in (ahead, rewound, leading)])
     plan, result = fresh_copy(clusters)
     validation = check(spark, path, plan, result)
     assert not validation.success
     assert validation.failures == [
-        "checkpoint of group 'billing' for orders[0] claims upstream offset 150, but the flow "
-        "has mirrored only up to offset 99"]
+        "checkpoint of group 'billing' for orders[0] points consumers at remote offset 150, "
+        "past the flow's mirrored records (remote offsets up to 99, upstream up to 99)"]
     assert not validation.expectations["mirrorflow.checkpoints"]
 
 

@@ -48,7 +48,7 @@ def fresh_venv(repo: Path, work: Path) -> Path:
 @pytest.mark.timeout(900)
 def test_the_wheel_runs_a_flow_through_the_dag_on_standalone_spark(
         repo: Path, airflow_db, two_clusters: dict[str, str], tmp_path: Path) -> None:
-    from mirrorflow.spark.standalone import standalone_cluster
+    from mirrorflow.dev.standalone_spark import standalone_cluster
 
     bin_dir = fresh_venv(repo, tmp_path / "install")
     python = str(bin_dir / "python")

@@ -11,9 +11,9 @@ import pytest
 from confluent_kafka import Producer
 
 from helpers.kafka import create_topic, delete_records, produce, read_partition, varied_records
-from mirrorflow import ledger
-from mirrorflow.config import parse_config
-from mirrorflow.writer import DataLossError, PartitionWriter, WriteError, WriteTask
+from mirrorflow.config.model import parse_config
+from mirrorflow.source import ledger
+from mirrorflow.source.writer import DataLossError, PartitionWriter, WriteError, WriteTask
 
 pytestmark = pytest.mark.broker
 

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mirrorflow import localcluster
-from mirrorflow.config import FLOW_PROPERTIES, FlowConfig, MirrorConfig, load_config
+from mirrorflow.config.model import FLOW_PROPERTIES, FlowConfig, MirrorConfig, load_config
+from mirrorflow.dev import localcluster
 from mirrorflow.errors import MirrorflowError
 
 EXIT_OK = 0
@@ -87,7 +87,7 @@ def cmd_local(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from mirrorflow.demo import fill_demo_topic
+    from mirrorflow.dev.demo import fill_demo_topic
 
     config = load_config(args.config)
     for broker in localcluster.up(config, Path(args.state_dir)):
@@ -103,7 +103,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _reachable(config: MirrorConfig, *aliases: str) -> None:
     """Before a command touches clusters: each must answer, else one line naming it."""
-    from mirrorflow.clients import check_reachable
+    from mirrorflow.kafka.clients import check_reachable
 
     for alias in aliases:
         check_reachable(config.cluster(alias))
@@ -150,7 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from mirrorflow.remote import translate_offsets
+    from mirrorflow.checkpoint.remote import translate_offsets
 
     config = load_config(args.config)
     flow = config.flow(args.flow)
@@ -169,7 +169,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from mirrorflow import reports
+    from mirrorflow.quality import reports
 
     flow = load_config(args.config).flow(args.flow)
     try:
@@ -183,7 +183,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from mirrorflow.topic_dump import describe_records
+    from mirrorflow.kafka.topic_dump import describe_records
 
     config = load_config(args.config)
     _reachable(config, args.cluster)

@@ -36,10 +36,10 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from mirrorflow import clients
-from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.internal_topics import CompactedTopic, read_log
+from mirrorflow.kafka import clients
+from mirrorflow.kafka.internal_topics import CompactedTopic, read_log
 
 log = logging.getLogger(__name__)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirrorflow import clients
-from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.offsets import OffsetStore
-from mirrorflow.plan import PENDING_KEY, PlanStore, discover_topics
-from mirrorflow.watermarks import probe_watermarks
+from mirrorflow.kafka import clients
+from mirrorflow.kafka.watermarks import probe_watermarks
+from mirrorflow.source.offsets import OffsetStore
+from mirrorflow.source.plan import PENDING_KEY, PlanStore, discover_topics
 
 RESET_MODES = ("earliest", "latest", "timestamp")
 

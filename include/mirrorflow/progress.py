@@ -2,7 +2,7 @@
 written as the Spark job commits them, then the proof.
 
 Written records are read where the writers commit them, atomically with the data: the
-resume positions in the target's progress group (:mod:`mirrorflow.ledger`). So progress
+resume positions in the target's progress group (:mod:`mirrorflow.source.ledger`). So progress
 is the same whether the job runs on a Spark Connect server, in a session or through
 spark-submit, and never counts a record twice. On a terminal the line is redrawn in
 place; elsewhere (logs, the DAG's task logs) a line is written every ``interval`` seconds.
@@ -18,10 +18,10 @@ from typing import TextIO
 
 from confluent_kafka import KafkaException
 
-from mirrorflow import ledger
-from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.plan import Plan
+from mirrorflow.source import ledger
+from mirrorflow.source.plan import Plan
 
 
 class Sink:

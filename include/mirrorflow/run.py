@@ -20,22 +20,17 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mirrorflow import (
-    checkpoints,
-    heartbeats,
-    history,
-    ledger,
-    metrics,
-    offset_syncs,
-    reports,
-    topic_sync,
-)
-from mirrorflow.config import FlowConfig, MirrorConfig, load_config
+from mirrorflow.checkpoint import checkpoints
+from mirrorflow.checkpoint.remote import topic_names
+from mirrorflow.config.model import FlowConfig, MirrorConfig, load_config
+from mirrorflow.heartbeat import heartbeats
 from mirrorflow.lease import FlowLease
-from mirrorflow.offsets import OffsetStore
-from mirrorflow.plan import Plan, PlanStore, discover_topics, plan_run
 from mirrorflow.progress import Sink, WriteProgress, describe_plan
-from mirrorflow.remote import topic_names
+from mirrorflow.quality import metrics, reports
+from mirrorflow.quality.validate import Validation
+from mirrorflow.source import history, ledger, offset_syncs, topic_sync
+from mirrorflow.source.offsets import OffsetStore
+from mirrorflow.source.plan import Plan, PlanStore, discover_topics, plan_run
 from mirrorflow.spark.job import (
     EXIT_VALIDATION_FAILED,
     RESULT_MARKER,
@@ -45,7 +40,6 @@ from mirrorflow.spark.job import (
 from mirrorflow.spark.mirror import MirrorJobError
 from mirrorflow.spark.session import get_session, is_connect
 from mirrorflow.spark.submit import classic_environment, submit_command
-from mirrorflow.validate import Validation
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """A custom replication policy loaded by dotted name in the tests."""
 
-from mirrorflow.policy import DefaultReplicationPolicy
+from mirrorflow.config.policy import DefaultReplicationPolicy
 
 
 class UpperCasePolicy(DefaultReplicationPolicy):

@@ -18,13 +18,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mirrorflow.config import FlowConfig, MirrorConfig, load_config
+from mirrorflow.config.model import FlowConfig, MirrorConfig, load_config
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.lease import FlowLease
-from mirrorflow.plan import Plan, PlanStore
+from mirrorflow.source.plan import Plan, PlanStore
 
 if TYPE_CHECKING:
-    from mirrorflow.validate import Validation
+    from mirrorflow.quality.validate import Validation
 
 RESULT_MARKER = "MIRRORFLOW_RESULT "
 VALIDATION_MARKER = "MIRRORFLOW_VALIDATION "
@@ -42,8 +42,8 @@ def run_steps(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan,
     """The job's steps in ``spark``: mirror (holding the flow's lease, which a run holding
     it under the same ``run_id`` lends), then validate; both results are stored with the
     plan. Returns the plan's result and the validation (None when not asked for)."""
+    from mirrorflow.quality.validate import prepare_validation, validate_plan
     from mirrorflow.spark.mirror import mirror
-    from mirrorflow.validate import prepare_validation, validate_plan
 
     store = PlanStore(config, flow)
     run_id = run_id or plan.run_id

@@ -22,8 +22,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from mirrorflow import clients
-from mirrorflow.config import ClusterConfig
+from mirrorflow.config.model import ClusterConfig
+from mirrorflow.kafka import clients
 
 # Settings Spark's Kafka source sets itself or refuses (KafkaSourceProvider).
 _SPARK_OWNED = frozenset({

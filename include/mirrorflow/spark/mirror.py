@@ -15,14 +15,15 @@ import logging
 import re
 from collections.abc import Iterator
 
-from mirrorflow import clients, ledger
-from mirrorflow.config import FlowConfig, MirrorConfig, parse_config
+from mirrorflow.config.model import FlowConfig, MirrorConfig, parse_config
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.history import merge_spans
-from mirrorflow.plan import Plan
+from mirrorflow.kafka import clients
+from mirrorflow.kafka.watermarks import probe_watermarks
+from mirrorflow.source import ledger
+from mirrorflow.source.history import merge_spans
+from mirrorflow.source.plan import Plan
+from mirrorflow.source.writer import DataLossError, PartitionWriter, WriteTask
 from mirrorflow.spark.kafka_source import for_writer, read_ranges
-from mirrorflow.watermarks import probe_watermarks
-from mirrorflow.writer import DataLossError, PartitionWriter, WriteTask
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ def worker_error(exc: Exception) -> MirrorflowError:
     """The error a write task raised, as a mirrorflow error with its own one-line message
     (Spark wraps it in a Java exception with the worker's traceback); anything else is a
     :class:`MirrorJobError` quoting Spark's first line."""
-    from mirrorflow import writer
+    from mirrorflow.source import writer
 
     found = _RAISED.findall(str(exc))
     if found:

@@ -4,7 +4,7 @@
   Kafka connector's jars (``jvm/pom.xml``'s ``spark-kafka`` classpath) go in
   ``spark.jars``;
 * Spark Connect (``sc://host:port``): a long-lived server that has the connector on its
-  classpath already (:mod:`mirrorflow.spark.connect_server` starts one locally); a run
+  classpath already (:mod:`mirrorflow.dev.connect_server` starts one locally); a run
   starts no JVM.
 """
 
@@ -57,7 +57,7 @@ def ship_package(session) -> None:
 def _on_this_machine(url: str) -> bool:
     from urllib.parse import urlparse
 
-    from mirrorflow.localcluster import is_loopback
+    from mirrorflow.dev.localcluster import is_loopback
 
     return is_loopback(urlparse(url.split(";", 1)[0]).hostname or "")
 

@@ -1,0 +1,364 @@
+"""Airflow DAGs generated from the MM2 config: one DAG per enabled flow.
+
+Parsing reads only the config file: no broker, no Spark, no Great Expectations import.
+A broken config raises ConfigError, which Airflow shows as one import error of the DAG
+file naming the property at fault. Every task calls the library functions that
+``mirrorflow run`` calls.
+
+Task order: ``emit_heartbeat`` comes first so that this run's own mirror carries the
+heartbeat to the target, where ``await_heartbeat`` senses it; waiting for the next run
+instead could never succeed with ``max_active_runs = 1``. ``validate`` comes between
+``mirror`` and ``commit_and_sync_offsets``: a target that fails the completeness check
+keeps the plan pending and gets no checkpoints or group offsets. The check itself runs in
+the ``mirror`` task's Spark job (one JVM per run); ``validate`` gives its verdict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from mirrorflow.config.model import FlowConfig, MirrorConfig, load_config
+
+log = logging.getLogger(__name__)
+
+CONFIG_ENV = "MIRRORFLOW_CONFIG"
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "mm2.properties"
+START_DATE = datetime(2024, 1, 1)
+RETRIES = 2
+SPARK_POOL = "mirrorflow_spark"
+HEARTBEAT_TIMEOUT_S = 600
+
+
+def config_path() -> Path:
+    """The config the DAGs are generated from: $MIRRORFLOW_CONFIG or the bundled default."""
+    return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
+
+
+# --------------------------------------------------------------------------- task bodies
+
+
+@contextlib.contextmanager
+def _leased(config_file: str, flow_name: str, run_id: str
+            ) -> Iterator[tuple[MirrorConfig, FlowConfig]]:
+    """The config and flow, with the flow's lease held for ``run_id`` (one writer at a
+    time, even beside a ``mirrorflow run`` or another deployment)."""
+    from mirrorflow.lease import FlowLease
+
+    config = load_config(config_file)
+    flow = config.flow(flow_name)
+    with FlowLease(config, flow, run_id):
+        yield config, flow
+
+
+def check_clusters(config_file: str, flow_name: str) -> dict[str, str]:
+    """Fail fast, naming the cluster, when the source or target does not answer."""
+    from mirrorflow.kafka.clients import check_reachable
+
+    config = load_config(config_file)
+    flow = config.flow(flow_name)
+    for alias in (flow.source, flow.target):
+        check_reachable(config.cluster(alias))
+    return {"source": flow.source, "target": flow.target, "config_digest": config.digest}
+
+
+def emit_heartbeat(config_file: str, flow_name: str, run_id: str) -> int:
+    """Write this run's heartbeats, as MM2's connectors of the pair and its reverse do,
+    holding the run's lease as ``mirrorflow run`` does; returns their timestamp (ms)."""
+    from mirrorflow.heartbeat import heartbeats
+
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        return heartbeats.emit(config, flow)
+
+
+def plan(config_file: str, flow_name: str, params: dict, run_id: str) -> dict:
+    """Reset positions if asked (confirmed), then plan or resume the pending plan."""
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        return _plan(config, flow, params, run_id)
+
+
+def _plan(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> dict:
+    from mirrorflow.operations import check_confirmation, reset_positions
+    from mirrorflow.source.plan import build_plan, plan_run
+
+    if params.get("reset", "none") != "none":
+        check_confirmation(flow, params.get("confirm_reset"))
+        result = reset_positions(config, flow, params["reset"], params.get("reset_timestamp_ms"))
+        log.warning("positions of %s reset to %s: %s", flow.name, result.mode, result.positions)
+    limits = {"only_topics": params.get("topics") or None,
+              "max_records": params.get("max_records_per_partition")}
+    if params.get("dry_run"):
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        dry = build_plan(config, flow, run_id, dry_run=True, **limits)
+        lines = [f"{r.topic}[{r.partition}] {r.start}..{r.end - 1} -> {r.remote_topic}"
+                 for r in dry.ranges]
+        log.info("dry run, nothing written; the plan would be:\n%s", "\n".join(lines) or "empty")
+        raise AirflowSkipException(f"dry run: {len(dry.ranges)} ranges, "
+                                   f"{dry.offsets} offsets; nothing written")
+    stored, resumed = plan_run(config, flow, run_id, **limits)
+    return {"plan_id": stored.plan_id, "resumed": resumed, "ranges": len(stored.ranges),
+            "offsets": stored.offsets}
+
+
+def verdict(config_file: str, flow_name: str, planned: dict, run_id: str) -> dict:
+    """Fail, without retries, when this run's completeness check (stored with the plan by
+    the ``mirror`` task's job) failed; a re-check means clearing ``mirror``."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mirrorflow.quality.validate import Validation
+    from mirrorflow.source.plan import PlanStore
+
+    config = load_config(config_file)
+    flow = config.flow(flow_name)
+    store = PlanStore(config, flow)
+    stored = store.validation(planned["plan_id"])
+    if stored is None or stored.get("run_id") != run_id:
+        raise AirflowFailException(f"flow {flow_name}: no completeness check of plan "
+                                   f"{planned['plan_id']} by run {run_id} is stored; clear the "
+                                   "mirror task to mirror (nothing twice) and check again")
+    validation = Validation.from_dict(stored)
+    if not validation.success:
+        from mirrorflow.run import failed_proof
+
+        error = failed_proof(flow, store.load(planned["plan_id"]),
+                             store.result(planned["plan_id"]), planned["resumed"], run_id,
+                             validation)
+        raise AirflowFailException(str(error))
+    return {"verified_records": validation.verified_records,
+            "verified_fraction": validation.verified_fraction}
+
+
+def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
+                            run_id: str) -> dict:
+    """Check the Spark job's result, emit offset syncs, commit positions."""
+    from mirrorflow.run import commit_step
+    from mirrorflow.source.plan import PlanStore
+
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        stored = PlanStore(config, flow).load(planned["plan_id"])
+        return asdict(commit_step(config, flow, stored, planned["resumed"]))
+
+
+def checkpoint(config_file: str, flow_name: str, run_id: str) -> dict:
+    """Emit checkpoints; how many, and per group the checkpoint latency (ms)."""
+    import time
+
+    from mirrorflow.checkpoint import checkpoints
+    from mirrorflow.run import checkpoint_latency
+
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        started = time.time()
+        computed = checkpoints.compute(config, flow)
+        return {"count": checkpoints.emit(config, flow, computed),
+                "latency_ms": checkpoint_latency(computed, started)}
+
+
+def sync_group_offsets(config_file: str, flow_name: str, run_id: str) -> list[dict]:
+    from mirrorflow.checkpoint import checkpoints
+
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        return [asdict(g) for g in
+                checkpoints.sync_group_offsets(config, flow)]
+
+
+def sync_topic_metadata(config_file: str, flow_name: str, run_id: str) -> dict:
+    """Topic configs and ACLs to the remote topics, when their intervals have passed."""
+    from mirrorflow.run import metadata_step
+
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        return metadata_step(config, flow)
+
+
+def report(config_file: str, flow_name: str, committed: dict, run_id: str, ti=None,
+           dag_run=None) -> dict:
+    """The run's summary (the commit's result, the validation, what the other tasks
+    returned, the lag after the run), replacing the one the mirror job's check wrote, and the
+    flow's metrics. Alert limits are checked by ``check_lag``."""
+    from mirrorflow.quality import metrics, reports
+    from mirrorflow.source.plan import PlanStore
+
+    config = load_config(config_file)
+    flow = config.flow(flow_name)
+    summary = dict(committed, run_id=run_id,
+                   validation=PlanStore(config, flow).validation(committed["plan_id"]),
+                   lag=metrics.replication_lag(config, flow))
+    pulled = {task_id: ti.xcom_pull(task_ids=task_id) if ti is not None else None
+              for task_id in ("checkpoint", "sync_group_offsets", "await_heartbeat",
+                              "sync_topic_metadata")}
+    if pulled["checkpoint"] is not None:
+        summary["checkpoints"] = pulled["checkpoint"]["count"]
+        summary["checkpoint_latency_ms"] = pulled["checkpoint"]["latency_ms"]
+    if pulled["sync_group_offsets"] is not None:
+        summary["group_sync"] = pulled["sync_group_offsets"]
+    if pulled["await_heartbeat"] is not None:
+        summary["heartbeat"] = pulled["await_heartbeat"]
+    if pulled["sync_topic_metadata"] is not None:
+        summary["metadata"] = pulled["sync_topic_metadata"]
+    if dag_run is not None and dag_run.start_date is not None:
+        summary["duration_s"] = round(
+            (datetime.now(dag_run.start_date.tzinfo) - dag_run.start_date).total_seconds(), 3)
+    path = reports.write(flow_name, run_id, summary)
+    metrics.update(flow_name, summary)
+    log.info("report of %s written to %s", flow_name, path)
+    return summary
+
+
+def check_lag(config_file: str, flow_name: str, summary: dict) -> None:
+    """Fail, naming flow, partition and limit, past ``mirrorflow.alert.*``."""
+    from mirrorflow.quality import metrics
+
+    found = metrics.alerts(load_config(config_file).flow(flow_name), summary)
+    if found:
+        raise metrics.LagAlertError("\n".join(found))
+
+
+# --------------------------------------------------------------------------- the DAG
+
+
+def _params():
+    from airflow.sdk import Param
+
+    return {
+        "topics": Param(None, type=["null", "array"], items={"type": "string"},
+                        description="Only these source topics, one per line (empty: every "
+                                    "topic the flow selects)."),
+        "max_records_per_partition": Param(None, type=["null", "integer"], minimum=1,
+                                           description="Cap this run's range per partition."),
+        "dry_run": Param(False, type="boolean",
+                         description="Plan only and log the plan; nothing is written."),
+        "reset": Param("none", enum=["none", "earliest", "latest", "timestamp"],
+                       description="Operator's tool: move the flow's positions first."),
+        "reset_timestamp_ms": Param(None, type=["null", "integer"],
+                                    description="For reset = timestamp: epoch milliseconds."),
+        "confirm_reset": Param("", type="string",
+                               description="A reset runs only if this is the flow name, "
+                                           "e.g. a->b."),
+    }
+
+
+def _doc(flow: FlowConfig, config: MirrorConfig) -> str:
+    source = config.clusters[flow.source].bootstrap_servers
+    target = config.clusters[flow.target].bootstrap_servers
+    sample = flow.policy().format_remote_topic(flow.source, "<topic>")
+    return (
+        f"### Replication flow `{flow.name}`\n\n"
+        f"Mirrors topics matching `{', '.join(flow.get('topics'))}` "
+        f"(excluding `{', '.join(flow.get('topics.exclude'))}`) from cluster "
+        f"**{flow.source}** (`{source}`) to **{flow.target}** (`{target}`) as `{sample}`.\n\n"
+        f"Generated by mirrorflow from `{config.path}`; schedule "
+        f"`{flow.get('mirrorflow.schedule') or 'manual only'}`. Trigger with parameters to "
+        "limit topics, cap records, do a dry run, or reset positions (confirmed by the flow "
+        "name). Re-running or backfilling an old run never mirrors a record twice: every run "
+        "starts from the committed positions."
+    )
+
+
+def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
+    """The DAG of one flow; tasks a flow's MM2 properties switch off are not generated."""
+    from airflow.sdk import DAG, task
+
+    from mirrorflow.airflow.operators import MirrorJobOperator
+    from mirrorflow.airflow.sensors import HeartbeatSensor
+    from mirrorflow.heartbeat import heartbeats
+
+    path, name = str(config.path), flow.name
+    with DAG(
+        dag_id=flow.dag_id,
+        schedule=flow.get("mirrorflow.schedule"),
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        tags=["mirrorflow", f"flow:{name}", f"source:{flow.source}", f"target:{flow.target}"],
+        default_args={"retries": RETRIES,
+                      "retry_delay": timedelta(seconds=flow.get("mirrorflow.retry.delay.seconds"))},
+        params=_params(),
+        doc_md=_doc(flow, config),
+    ) as dag:
+        clusters = task(task_id="check_clusters", doc_md="Both clusters answer.")(
+            check_clusters)(path, name)
+        planned = task(task_id="plan", doc_md="Store the run's ranges (a retry reuses them).")(
+            plan)(path, name)
+        mirror = MirrorJobOperator(
+            config_file=path, flow_name=name, conn_id=flow.get("mirrorflow.spark.conn.id"),
+            task_id="mirror", pool=SPARK_POOL,
+            doc_md="The Spark job mirrors the stored plan (Spark's Kafka source, each range "
+                   "written by the task that reads it), then checks the target, on the "
+                   "connection's Spark (Spark Connect, or spark-submit); skipped when the "
+                   "plan is empty.")
+        validate = task(task_id="validate",
+                        doc_md="The completeness proof's verdict (Great Expectations: counts, "
+                               "digests, duplicates, gaps, offset syncs, checkpoints). A "
+                               "mismatch fails here, before anything is committed; Data Docs "
+                               "in the reports.")(verdict)(path, name, planned)
+        # Runs after skipped Spark tasks (nothing to mirror), not after a skipped plan.
+        committed = task(task_id="commit_and_sync_offsets",
+                         trigger_rule="none_failed_min_one_success",
+                         doc_md="Emit offset syncs, then commit positions (MM2's offset store).")(
+            commit_and_sync_offsets)(path, name, planned)
+        last = [committed]
+        if heartbeats.emits(config, flow):
+            beat = task(task_id="emit_heartbeat",
+                        doc_md="This run's heartbeats, as MM2 emits them: the pair's into "
+                               "the target, the reverse pair's into the source.")(
+                emit_heartbeat)(path, name)
+            clusters >> beat >> planned
+        else:
+            clusters >> planned
+        if heartbeats.senses(config, flow):
+            sensed = HeartbeatSensor(
+                task_id="await_heartbeat",
+                doc_md="The reverse pair's heartbeat, mirrored by this run, is on the target.",
+                config_file=path, flow_name=name,
+                since_ms="{{ ti.xcom_pull(task_ids='emit_heartbeat') }}",
+                poke_interval=5, timeout=HEARTBEAT_TIMEOUT_S, mode="reschedule",
+                deferrable=_default_deferrable())
+            committed >> sensed
+            last.append(sensed)
+        planned >> mirror >> validate >> committed
+        checkpointed = committed
+        if flow.get("emit.checkpoints.enabled"):
+            checkpointed = task(task_id="checkpoint",
+                                doc_md="Checkpoints for the selected groups.")(
+                checkpoint)(path, name)
+            committed >> checkpointed
+            last.append(checkpointed)
+        if flow.get("sync.group.offsets.enabled"):
+            # After this run's checkpoints: the sync reads the checkpoint store, as MM2's does.
+            synced = task(task_id="sync_group_offsets",
+                          doc_md="Translated offsets into idle target groups, forward only.")(
+                sync_group_offsets)(path, name)
+            checkpointed >> synced
+            last.append(synced)
+        if flow.get("sync.topic.configs.enabled") or flow.get("sync.topic.acls.enabled"):
+            metadata = task(task_id="sync_topic_metadata",
+                            doc_md="Topic configs and READ ACLs to the remote topics (MM2's "
+                                   "sync.topic.configs / sync.topic.acls), per interval.")(
+                sync_topic_metadata)(path, name)
+            planned >> metadata
+            last.append(metadata)
+        summary = task(task_id="report", doc_md="The run's summary, the flow's report index and "
+                                                "metrics.")(report)(path, name, committed)
+        last >> summary
+        task(task_id="check_lag", doc_md="Fails past mirrorflow.alert.max.lag.records or "
+                                         "mirrorflow.alert.max.heartbeat.age.ms.")(
+            check_lag)(path, name, summary)
+    return dag
+
+
+def _default_deferrable() -> bool:
+    """Airflow's [operators] default_deferrable: defer where a triggerer runs."""
+    from airflow.configuration import conf
+
+    return conf.getboolean("operators", "default_deferrable", fallback=False)
+
+
+def build_flow_dags(path: Path | None = None) -> dict:
+    """dag_id -> DAG for every enabled flow of the config."""
+    config = load_config(path or config_path())
+    return {flow.dag_id: build_flow_dag(flow, config) for flow in config.enabled_flows()}

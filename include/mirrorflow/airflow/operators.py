@@ -1,0 +1,101 @@
+"""The ``mirror`` task: the run's Spark job (mirror, then the completeness check), on the
+Spark of the flow's Airflow connection (``mirrorflow.spark.conn.id``), chosen when the task
+runs by the connection's type:
+
+* ``spark_connect`` (the provider's Spark Connect connection): the steps run in this task
+  as a client of that warm server; no JVM starts;
+* ``spark`` (``local[*]``, ``spark://``, ``yarn``, ``k8s://``): ``spark-submit`` of
+  ``spark_jobs/mirror_batch.py`` through the provider's hook, with the Kafka connector's
+  jars and the ``mirrorflow`` package as ``--py-files``, as ``mirrorflow run`` submits it.
+
+Skipped, with no Spark at all, when the run's plan has nothing to mirror: the skipped task
+stores the empty result, as ``mirrorflow run`` does, so the commit closes the plan.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowSkipException
+
+
+class MirrorJobOperator(BaseOperator):
+    """The run's Spark job for the plan the ``plan`` task stored."""
+
+    template_fields = ("run_id",)
+
+    def __init__(self, *, config_file: str, flow_name: str, conn_id: str,
+                 run_id: str = "{{ run_id }}", **kwargs: Any):
+        super().__init__(**kwargs)
+        self.config_file, self.flow_name, self.conn_id = config_file, flow_name, conn_id
+        self.run_id = run_id
+        self._hook = None
+
+    def execute(self, context: Any) -> None:
+        from mirrorflow.config.model import load_config
+        from mirrorflow.source.plan import PlanStore
+
+        planned = context["ti"].xcom_pull(task_ids="plan")
+        config = load_config(self.config_file)
+        flow = config.flow(self.flow_name)
+        store = PlanStore(config, flow)
+        if not planned["ranges"]:
+            store.save_empty_result(planned["plan_id"])
+            raise AirflowSkipException(f"plan {planned['plan_id']} has nothing to mirror; "
+                                       "no Spark job started")
+        from airflow.sdk import BaseHook
+
+        from mirrorflow.progress import Sink, WriteProgress
+
+        plan = store.load(planned["plan_id"])
+        # Records written, in the task's log every 10 s, read where the writers commit.
+        with WriteProgress(config, flow, plan, Sink(self.log)):
+            if BaseHook.get_connection(self.conn_id).conn_type == "spark_connect":
+                self._run_connected(config, flow, plan)
+            else:
+                self._submit(planned["plan_id"])
+
+    def _run_connected(self, config, flow, plan) -> None:
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+        from mirrorflow.spark.job import run_steps
+        from mirrorflow.spark.session import get_session
+
+        url = SparkConnectHook(conn_id=self.conn_id).get_connection_url()
+        self.log.info("mirroring plan %s on the Spark Connect server %s", plan.plan_id, url)
+        run_steps(get_session(url), config, flow, plan, run_id=self.run_id)
+
+    def _submit(self, plan_id: str) -> None:
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        from mirrorflow.quality import reports
+        from mirrorflow.spark.session import SPARK_CONF, connector_jars
+        from mirrorflow.spark.submit import (
+            JOB_SCRIPT,
+            classic_environment,
+            job_arguments,
+            package_zip,
+        )
+
+        python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+        env = {"PYSPARK_PYTHON": python,  # the job writes its Data Docs where runs report
+               reports.REPORTS_ENV: str(reports.reports_dir().resolve())}
+        with tempfile.TemporaryDirectory(prefix="mirrorflow-submit-") as work_dir:
+            self._hook = SparkSubmitHook(
+                conn_id=self.conn_id, conf={**SPARK_CONF, "spark.pyspark.python": python},
+                jars=",".join(connector_jars()), py_files=str(package_zip(Path(work_dir))),
+                name=f"mirrorflow {self.flow_name}", env_vars=env,
+                application_args=[*job_arguments(self.config_file, self.flow_name, plan_id,
+                                                 run_id=self.run_id),
+                                  "--no-fail-on-validation"])
+            with classic_environment():
+                self._hook.submit(str(JOB_SCRIPT))
+
+    def on_kill(self) -> None:
+        if self._hook is not None:
+            self._hook.on_kill()

@@ -1,0 +1,83 @@
+"""The ``await_heartbeat`` sensor: has this run's heartbeat reached the target?
+
+It pokes in the worker, or, with ``deferrable=True`` (Airflow's
+``[operators] default_deferrable``), hands the waiting to the triggerer through
+:class:`HeartbeatTrigger`, so no worker slot is held while the heartbeat travels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.sdk import PokeReturnValue
+from airflow.sdk.bases.sensor import BaseSensorOperator
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+
+def _arrived(config_file: str, flow_name: str, since_ms: int) -> dict:
+    from dataclasses import asdict
+
+    from mirrorflow.config.model import load_config
+    from mirrorflow.heartbeat import heartbeats
+
+    config = load_config(config_file)
+    return asdict(heartbeats.status(config, config.flow(flow_name), since_ms))
+
+
+class HeartbeatTrigger(BaseTrigger):
+    """Polls the target for the heartbeat in the triggerer; fires once it has arrived."""
+
+    def __init__(self, config_file: str, flow_name: str, since_ms: int,
+                 poke_interval: float = 5.0):
+        super().__init__()
+        self.config_file, self.flow_name = config_file, flow_name
+        self.since_ms, self.poke_interval = since_ms, poke_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{__name__}.HeartbeatTrigger",
+                {"config_file": self.config_file, "flow_name": self.flow_name,
+                 "since_ms": self.since_ms, "poke_interval": self.poke_interval})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while True:
+            status = await asyncio.to_thread(_arrived, self.config_file, self.flow_name,
+                                             self.since_ms)
+            if status["arrived"]:
+                yield TriggerEvent(status)
+                return
+            await asyncio.sleep(self.poke_interval)
+
+
+class HeartbeatSensor(BaseSensorOperator):
+    """Succeeds once the heartbeat emitted at ``since_ms`` is visible on the target."""
+
+    template_fields = ("since_ms",)
+
+    def __init__(self, *, config_file: str, flow_name: str, since_ms: str | int,
+                 deferrable: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.config_file, self.flow_name = config_file, flow_name
+        self.since_ms = since_ms
+        self.deferrable = deferrable
+
+    def execute(self, context):
+        if not self.deferrable:
+            return super().execute(context)
+        from datetime import timedelta
+
+        self.defer(trigger=HeartbeatTrigger(self.config_file, self.flow_name,
+                                            int(self.since_ms), self.poke_interval),
+                   method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
+        return None
+
+    def poke(self, context) -> PokeReturnValue:
+        status = _arrived(self.config_file, self.flow_name, int(self.since_ms))
+        self.log.info("heartbeat in %s: arrived=%s newest=%s (age %s ms)", status["topic"],
+                      status["arrived"], status["newest_ms"], status["age_ms"])
+        return PokeReturnValue(is_done=bool(status["arrived"]), xcom_value=status)
+
+    def execute_complete(self, context, event: dict) -> dict:
+        self.log.info("heartbeat arrived: %s", event)
+        return event

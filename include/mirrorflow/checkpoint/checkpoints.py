@@ -1,0 +1,174 @@
+"""Checkpoints and consumer-group offset sync, as MirrorCheckpointConnector does them.
+
+For every source consumer group that ``groups`` / ``groups.exclude`` select, its committed
+offsets on mirrored topics are translated through the offset syncs and emitted as
+Checkpoint records to ``<source>.checkpoints.internal`` on the target. With
+``sync.group.offsets.enabled``, the translated offsets are also committed to the target's
+consumer groups: only for groups that are idle there (EMPTY or DEAD), and only forward.
+
+Translation rule (MM2 moves a consumer at most one offset past the nearest sync; here the
+syncs are exact and kept in the flow's history, see :mod:`mirrorflow.source.offset_syncs`):
+inside mirrored data a committed offset translates exactly; beyond the last mirrored
+record it translates to the end of what has been mirrored; before the first sync it is not
+translated. So a consumer that fails over never skips a record it had not processed on the
+source, and re-reads none it had.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from mirrorflow.config.model import FlowConfig, MirrorConfig
+from mirrorflow.config.policy import compile_pattern_list
+from mirrorflow.kafka import clients
+from mirrorflow.kafka.internal_topics import CompactedTopic
+from mirrorflow.kafka.records import Checkpoint
+from mirrorflow.lease import check_held
+from mirrorflow.source import offset_syncs
+
+log = logging.getLogger(__name__)
+TIMEOUT_S = 30.0
+
+
+@dataclass
+class GroupSync:
+    """What group offset sync did for one group on the target."""
+
+    group: str
+    synced: dict[str, int] = field(default_factory=dict)
+    skipped_reason: str | None = None
+
+
+def checkpoints_topic(config: MirrorConfig, flow: FlowConfig) -> CompactedTopic:
+    return CompactedTopic(config.cluster(flow.target),
+                          flow.policy().checkpoints_topic(flow.source), 1,
+                          flow.get("checkpoints.topic.replication.factor"))
+
+
+def select_groups(config: MirrorConfig, flow: FlowConfig) -> list[str]:
+    """Source consumer groups the flow checkpoints (include minus exclude, whole names)."""
+    include = compile_pattern_list(flow.get("groups"))
+    exclude = compile_pattern_list(flow.get("groups.exclude"))
+    admin = clients.admin_client(config.cluster(flow.source))
+    listing = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+    names = {g.group_id for g in listing.valid}
+    return sorted(g for g in names if include.fullmatch(g) and not exclude.fullmatch(g))
+
+
+def committed_offsets(cluster, group: str) -> dict[tuple[str, int], tuple[int, str]]:
+    """(topic, partition) -> (committed offset, metadata) of a group; uncommitted left out."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    admin = clients.admin_client(cluster)
+    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                request_timeout=TIMEOUT_S)
+    result = futures[group].result(TIMEOUT_S)
+    return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+            for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def compute(config: MirrorConfig, flow: FlowConfig) -> list[Checkpoint]:
+    """Checkpoints for every selected group and mirrored partition that can be translated,
+    emitted as ``MirrorCheckpointTask.checkpointIsMoreRecent`` decides: the first one of a
+    group's partition, one whose downstream offset advanced, and one whose upstream offset
+    moved back (the group was rewound on the source to reprocess: its checkpoint follows it
+    back). A repeated or downstream-rewinding checkpoint is not emitted."""
+    from mirrorflow.checkpoint.remote import latest_checkpoints
+
+    syncs = offset_syncs.history(config, flow)
+    topic_filter = flow.topic_filter()
+    policy = flow.policy()
+    source = config.cluster(flow.source)
+    last = latest_checkpoints(config.cluster(flow.target), flow.source, policy)
+    checkpoints = []
+    for group in select_groups(config, flow):
+        for (topic, partition), (offset, metadata) in sorted(
+                committed_offsets(source, group).items()):
+            if not topic_filter.should_replicate(topic) or (topic, partition) not in syncs:
+                continue
+            downstream = syncs[(topic, partition)].translate(offset)
+            if downstream is None:
+                continue
+            remote = policy.format_remote_topic(flow.source, topic)
+            checkpoint = Checkpoint(group, remote, partition, offset, downstream, metadata)
+            if _more_recent(checkpoint, last.get((group, remote, partition))):
+                checkpoints.append(checkpoint)
+    return checkpoints
+
+
+def _more_recent(checkpoint: Checkpoint, previous: Checkpoint | None) -> bool:
+    return (previous is None or checkpoint.upstream_offset < previous.upstream_offset
+            or checkpoint.downstream_offset > previous.downstream_offset)
+
+
+def emit(config: MirrorConfig, flow: FlowConfig, checkpoints: list[Checkpoint]) -> int:
+    check_held()
+    topic = checkpoints_topic(config, flow)
+    if checkpoints:
+        topic.ensure()
+        topic.write([(c.key(), c.value()) for c in checkpoints])
+    return len(checkpoints)
+
+
+def _why_active(admin, group: str) -> str | None:
+    """Why a target group must be left alone, or None when it is idle.
+
+    As MirrorCheckpointTask does, only EMPTY and DEAD groups (or unknown ones) are synced:
+    the group's state decides.
+    """
+    from confluent_kafka import ConsumerGroupState
+
+    try:
+        description = admin.describe_consumer_groups(
+            [group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+    except Exception as exc:
+        if "GROUP_ID_NOT_FOUND" in str(exc):
+            return None
+        raise
+    if description.state in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD):
+        return None
+    members = len(description.members)
+    return f"state {description.state.name}" + (f", {members} member(s)" if members else "")
+
+
+def sync_group_offsets(config: MirrorConfig, flow: FlowConfig) -> list[GroupSync]:
+    """Commit the newest checkpoints' offsets to the same groups on the target when they
+    are idle there, never rewinding one (MirrorCheckpointTask.syncGroupOffset: the
+    checkpoint store decides, whatever this run emitted)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    from mirrorflow.checkpoint.remote import latest_checkpoints
+
+    target = config.cluster(flow.target)
+    admin = clients.admin_client(target)
+    include = compile_pattern_list(flow.get("groups"))
+    exclude = compile_pattern_list(flow.get("groups.exclude"))
+    by_group: dict[str, list[Checkpoint]] = {}
+    for (group, _, _), checkpoint in sorted(latest_checkpoints(target, flow.source,
+                                                               flow.policy()).items()):
+        if include.fullmatch(group) and not exclude.fullmatch(group):
+            by_group.setdefault(group, []).append(checkpoint)
+    outcomes = []
+    for group, items in sorted(by_group.items()):
+        outcome = GroupSync(group)
+        outcomes.append(outcome)
+        active = _why_active(admin, group)
+        if active:
+            outcome.skipped_reason = (f"group {group!r} is active on cluster {flow.target!r} "
+                                      f"({active}); its offsets are left alone")
+            log.info("%s", outcome.skipped_reason)
+            continue
+        current = committed_offsets(target, group)
+        forward = [c for c in items
+                   if c.downstream_offset > current.get((c.topic, c.partition), (-1, ""))[0]]
+        if not forward:
+            continue
+        request = ConsumerGroupTopicPartitions(group, [
+            TopicPartition(c.topic, c.partition, c.downstream_offset, metadata=c.metadata)
+            for c in forward])
+        check_held()
+        admin.alter_consumer_group_offsets([request],
+                                           request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+        outcome.synced = {f"{c.topic}[{c.partition}]": c.downstream_offset for c in forward}
+    return outcomes

@@ -1,0 +1,933 @@
+"""The MM2 configuration model: ``connect-mirror-maker.properties`` resolved into flows.
+
+Resolution follows ``org.apache.kafka.connect.mirror.MirrorMakerConfig``:
+
+* ``clusters`` lists the aliases; ``{alias}.bootstrap.servers`` is required for each.
+* ``{alias}.*`` are cluster-level settings; ``{alias}.{producer,consumer,admin}.*`` are
+  client overrides for one role. Cluster-level client settings (``security.protocol``,
+  ``ssl.*``, ``sasl.*``) apply to every role unless the role overrides them; top-level ones
+  apply to every cluster unless the cluster sets them (``MirrorMakerConfig.clusterProps``).
+* Connector properties set at top level are defaults for every flow;
+  ``{source}->{target}.{property}`` overrides them for one flow
+  (``MirrorMakerConfig.connectorBaseConfig``). ``{source}->{target}.enabled`` switches a
+  flow on; flows are off by default.
+
+Every flow property is resolved to a typed value with MM2's default. Properties this
+project adds beyond MM2 live under ``mirrorflow.`` (and the Spark-style
+``failOnDataLoss``) and are documented in :data:`FLOW_PROPERTIES` like MM2's.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from mirrorflow.config.policy import (
+    IdentityReplicationPolicy,
+    PolicyError,
+    ReplicationPolicy,
+    TopicFilter,
+    load_policy,
+)
+from mirrorflow.config.properties import (
+    Entry,
+    PropertiesSyntaxError,
+    decode_properties,
+    load_properties,
+    parse_properties,
+)
+from mirrorflow.errors import MirrorflowError
+
+log = logging.getLogger(__name__)
+
+CLIENT_ROLES = ("producer", "consumer", "admin")
+FLOW_ARROW = "->"
+_ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+# Cluster-level keys that are Kafka client settings (MirrorClientConfig.CLIENT_CONFIG_DEF
+# holds bootstrap.servers, security.protocol and the ssl/sasl families).
+_CLIENT_LEVEL_RE = re.compile(r"^(bootstrap\.servers|security\.protocol|ssl\..+|sasl\..+)$")
+
+
+def one_line(text: str) -> str:
+    """``text`` with control and separator characters escaped: a message quoting a key or
+    value from the file stays one line whatever the file holds."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
+class ConfigError(MirrorflowError):
+    """A configuration error that names the property (and line) at fault, on one line."""
+
+    def __init__(self, message: str, *, prop: str | None = None, line: int | None = None):
+        where = []
+        if line is not None:
+            where.append(f"line {line}")
+        if prop is not None:
+            where.append(f"property '{prop}'")
+        self.prop = prop
+        self.line = line
+        super().__init__(one_line(f"{', '.join(where)}: {message}" if where else message))
+
+
+# --------------------------------------------------------------------------- value types
+
+
+def _as_bool(raw: str) -> bool:
+    low = raw.strip().lower()
+    if low not in ("true", "false"):
+        raise ValueError(f"expected true or false, got {raw!r}")
+    return low == "true"
+
+
+def _as_int(raw: str) -> int:
+    text = raw.strip()
+    if not re.fullmatch(r"[+-]?\d+", text):
+        raise ValueError(f"expected a whole number, got {raw!r}")
+    return int(text)
+
+
+def _as_non_negative_int(raw: str) -> int:
+    value = _as_int(raw)
+    if value < 0:
+        raise ValueError(f"expected a number >= 0, got {raw!r}")
+    return value
+
+
+def _as_positive_int(raw: str) -> int:
+    value = _as_int(raw)
+    if value < 1:
+        raise ValueError(f"expected a number >= 1, got {raw!r}")
+    return value
+
+
+def as_list(raw: str) -> tuple[str, ...]:
+    """ConfigDef.Type.LIST: comma-separated, items trimmed, empty string is empty list."""
+    if not raw.strip():
+        return ()
+    return tuple(item.strip() for item in raw.split(","))
+
+
+def _as_regex_list(raw: str) -> tuple[str, ...]:
+    items = as_list(raw)
+    for item in items:
+        try:
+            re.compile(item)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression {item!r}: {exc}") from None
+    return items
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _as_string(raw: str) -> str:
+    return raw.strip()
+
+
+def _as_schedule(raw: str) -> str | None:
+    value = raw.strip()
+    if value.lower() in ("none", "manual", ""):
+        return None
+    if value.startswith("@") or len(value.split()) == 5:
+        return value
+    raise ValueError(
+        f"expected a 5-field cron expression, a preset like @hourly, or 'none', got {raw!r}"
+    )
+
+
+@dataclass(frozen=True)
+class PropertySpec:
+    """One flow property: its MM2 name, default (as MM2 writes it), parser and meaning."""
+
+    name: str
+    default: str
+    parse: Callable[[str], Any]
+    doc: str
+    origin: str = "MM2"
+
+
+_CONFIG_PROPERTIES_EXCLUDE_DEFAULT = (
+    r"follower\.replication\.throttled\.replicas, "
+    r"leader\.replication\.throttled\.replicas, "
+    r"message\.timestamp\.difference\.max\.ms, "
+    r"message\.timestamp\.type, "
+    r"unclean\.leader\.election\.enable, "
+    r"min\.insync\.replicas"
+)
+
+DEFAULT_REPLICATION_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+
+_SPECS = [
+    # MirrorSourceConfig / DefaultTopicFilter
+    PropertySpec("topics", ".*", _as_regex_list, "Topics to replicate: names and regexes."),
+    PropertySpec(
+        "topics.exclude",
+        r".*[\-\.]internal, .*\.replica, __.*",
+        _as_regex_list,
+        "Topics never replicated; excludes win over includes.",
+    ),
+    PropertySpec(
+        "config.properties.exclude",
+        _CONFIG_PROPERTIES_EXCLUDE_DEFAULT,
+        _as_regex_list,
+        "Topic config properties not copied to remote topics.",
+    ),
+    PropertySpec(
+        "use.defaults.from",
+        "target",
+        _one_of("target", "source"),
+        "Where a config the source topic leaves at its default comes from: the target's "
+        "default (the remote topic's override is removed) or the source's value.",
+    ),
+    PropertySpec("refresh.topics.enabled", "true", _as_bool, "Discover new topics each run."),
+    PropertySpec(
+        "refresh.topics.interval.seconds",
+        "600",
+        _as_non_negative_int,
+        "MM2's topic refresh period; here every run refreshes, so this is informational.",
+    ),
+    PropertySpec(
+        "sync.topic.configs.enabled", "true", _as_bool, "Copy topic configs to remote topics."
+    ),
+    PropertySpec(
+        "sync.topic.configs.interval.seconds",
+        "600",
+        _as_non_negative_int,
+        "Least time between two topic config syncs.",
+    ),
+    PropertySpec(
+        "sync.topic.acls.enabled", "true", _as_bool, "Copy topic READ ACLs to remote topics."
+    ),
+    PropertySpec(
+        "sync.topic.acls.interval.seconds",
+        "600",
+        _as_non_negative_int,
+        "Least time between two ACL syncs.",
+    ),
+    PropertySpec(
+        "replication.factor", "2", _as_positive_int, "Replication factor of new remote topics."
+    ),
+    PropertySpec(
+        "offset-syncs.topic.replication.factor",
+        "3",
+        _as_positive_int,
+        "Replication factor of the offset-syncs topic.",
+    ),
+    PropertySpec(
+        "offset-syncs.topic.location",
+        "source",
+        _one_of("source", "target"),
+        "Cluster that holds mm2-offset-syncs.<cluster>.internal.",
+    ),
+    PropertySpec(
+        "emit.offset-syncs.enabled", "true", _as_bool, "Emit offset syncs after each run."
+    ),
+    PropertySpec(
+        "offset.lag.max",
+        "100",
+        _as_non_negative_int,
+        "MM2 emits a sync when downstream lags by more; mirrorflow emits exact syncs anyway.",
+    ),
+    # MirrorCheckpointConfig / DefaultGroupFilter
+    PropertySpec("groups", ".*", _as_regex_list, "Consumer groups to checkpoint."),
+    PropertySpec(
+        "groups.exclude",
+        r"console-consumer-.*, connect-.*, __.*",
+        _as_regex_list,
+        "Consumer groups never checkpointed; excludes win over includes.",
+    ),
+    PropertySpec("refresh.groups.enabled", "true", _as_bool, "Discover new groups each run."),
+    PropertySpec(
+        "refresh.groups.interval.seconds",
+        "600",
+        _as_non_negative_int,
+        "MM2's group refresh period; here every run refreshes, so this is informational.",
+    ),
+    PropertySpec("emit.checkpoints.enabled", "true", _as_bool, "Emit checkpoints for groups."),
+    PropertySpec(
+        "emit.checkpoints.interval.seconds",
+        "60",
+        _as_non_negative_int,
+        "MM2's checkpoint period; accepted without effect: checkpoints are emitted once "
+        "per run, after its commit.",
+    ),
+    PropertySpec(
+        "sync.group.offsets.enabled",
+        "false",
+        _as_bool,
+        "Write translated offsets into idle target consumer groups.",
+    ),
+    PropertySpec(
+        "sync.group.offsets.interval.seconds",
+        "60",
+        _as_non_negative_int,
+        "MM2's group offset sync period; accepted without effect: groups are synced once "
+        "per run, after its checkpoints.",
+    ),
+    PropertySpec(
+        "checkpoints.topic.replication.factor",
+        "3",
+        _as_positive_int,
+        "Replication factor of <source>.checkpoints.internal.",
+    ),
+    # MirrorHeartbeatConfig
+    PropertySpec("emit.heartbeats.enabled", "true", _as_bool, "Emit heartbeats each run."),
+    PropertySpec(
+        "emit.heartbeats.interval.seconds",
+        "1",
+        _as_non_negative_int,
+        "MM2's heartbeat period; a batch run emits one heartbeat per run.",
+    ),
+    PropertySpec(
+        "heartbeats.topic.replication.factor",
+        "3",
+        _as_positive_int,
+        "Replication factor of the heartbeats topic.",
+    ),
+    # MirrorConnectorConfig
+    PropertySpec(
+        "replication.policy.class",
+        DEFAULT_REPLICATION_POLICY,
+        _as_string,
+        "Naming of remote topics: Default, Identity, or a Python class by dotted name.",
+    ),
+    PropertySpec(
+        "replication.policy.separator",
+        ".",
+        lambda raw: raw,
+        "Separator between source alias and topic in remote topic names.",
+    ),
+    PropertySpec(
+        "replication.policy.internal.topic.separator.enabled",
+        "true",
+        _as_bool,
+        "Use the separator in internal topic names too (KIP-690).",
+    ),
+    # Kafka Connect connector settings MM2 honours
+    PropertySpec(
+        "exactly.once.support",
+        "requested",
+        _one_of("requested", "required"),
+        "KIP-618: 'required' fails a flow whose target cannot run transactions.",
+        origin="Connect",
+    ),
+    PropertySpec(
+        "tasks.max",
+        "1",
+        _as_positive_int,
+        "MM2's task count; accepted without effect: each range is written by one Spark "
+        "task, so a run's parallelism is its partition count (up to Spark's cores).",
+        origin="Connect",
+    ),
+    # mirrorflow's own
+    PropertySpec(
+        "mirrorflow.schedule",
+        "*/5 * * * *",
+        _as_schedule,
+        "Airflow schedule of the flow's DAG: cron, preset (@hourly), or 'none' for manual.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.spark.master",
+        "local[*]",
+        _as_string,
+        "Spark master for the mirror job when run without Airflow's Spark connection.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.spark.conn.id",
+        "spark_default",
+        _as_string,
+        "Airflow connection the SparkSubmitOperator uses.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.retry.delay.seconds",
+        "60",
+        _as_non_negative_int,
+        "Airflow's delay before a failed task of the flow's DAG is retried.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.lease.timeout.seconds",
+        "30",
+        _as_positive_int,
+        "A step's hold on the flow lapses this long after its process stops renewing it.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.lease.wait.seconds",
+        "60",
+        _as_non_negative_int,
+        "How long a run waits for another run of the same flow before it fails.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.max.records.per.partition",
+        "1000000",
+        _as_positive_int,
+        "Largest range one run plans for one source partition; the rest waits for the next run.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.transaction.records",
+        "100000",
+        _as_positive_int,
+        "Records per writer transaction (also bounded to 64 MiB): each commits its records "
+        "with the range's resume position, so a retry redoes at most one transaction.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.records.per.spark.partition",
+        "250000",
+        _as_positive_int,
+        "The completeness check reads a range longer than this in several Spark input "
+        "partitions (the mirror reads each range in one, to keep its order).",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.validate.fraction",
+        "1.0",
+        lambda raw: _fraction(raw),
+        "Share of ranges the completeness check verifies (1.0 = everything).",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.validate.expectations.dir",
+        "",
+        _as_string,
+        "Folder of extra Great Expectations suites (JSON) run over the mirrored records; "
+        "empty = include/expectations of the project.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.alert.max.lag.records",
+        "-1",
+        _as_int,
+        "Fail the run's check_lag task when a partition lags more records than this after "
+        "the run (-1 = off).",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.alert.max.heartbeat.age.ms",
+        "-1",
+        _as_int,
+        "Fail the run's check_lag task when the newest heartbeat on the target is older "
+        "(-1 = off).",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "failOnDataLoss",
+        "true",
+        _as_bool,
+        "Spark-style: fail when retention removed records not yet mirrored; "
+        "false records the gap and goes on.",
+        origin="Spark",
+    ),
+]
+
+
+def _fraction(raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ValueError(f"expected a number between 0 and 1, got {raw!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"expected a number in (0, 1], got {raw!r}")
+    return value
+
+
+FLOW_PROPERTIES: dict[str, PropertySpec] = {spec.name: spec for spec in _SPECS}
+
+# Top-level keys MM2 accepts that are not flow properties. Connect worker settings are
+# accepted (a file written for MM2 must load) but have no effect here.
+_TOP_LEVEL_KEYS = {"clusters", "config.providers", "dedicated.mode.enable.internal.rest"}
+_IGNORED_PREFIXES = (
+    "offset.storage",
+    "config.storage",
+    "status.storage",
+    "key.converter",
+    "value.converter",
+    "header.converter",
+    "worker",
+    "task.",
+    "offset.flush.",
+    "exactly.once.",
+    "dedicated.mode.",
+    "replication.policy.",
+    "topic.filter.class",
+    "group.filter.class",
+    "config.property.filter.class",
+    "consumer.poll.timeout.ms",
+)
+# Common misspellings of flow properties that MM2 silently ignores.
+_MISSPELLINGS = {
+    "enable": "enabled",
+    "emit.heartbeats": "emit.heartbeats.enabled",
+    "emit.checkpoints": "emit.checkpoints.enabled",
+    "sync.group.offsets": "sync.group.offsets.enabled",
+    "topics.blacklist": "topics.exclude",
+    "groups.blacklist": "groups.exclude",
+    "config.properties.blacklist": "config.properties.exclude",
+    "topics.whitelist": "topics",
+    "groups.whitelist": "groups",
+}
+# Deprecated aliases MM2 still translates (ConfigUtils.translateDeprecatedConfigs).
+_DEPRECATED_ALIASES = {
+    "topics.blacklist": "topics.exclude",
+    "groups.blacklist": "groups.exclude",
+    "config.properties.blacklist": "config.properties.exclude",
+}
+
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """One cluster alias: its bootstrap servers, cluster-level settings, role overrides."""
+
+    alias: str
+    bootstrap_servers: str
+    settings: Mapping[str, str]
+    overrides: Mapping[str, Mapping[str, str]]
+    providers: Mapping[str, str] = field(default_factory=dict)
+
+    def client_config(self, role: str) -> dict[str, str]:
+        """Kafka client properties for ``role`` (producer, consumer or admin).
+
+        Cluster-level client settings first, then the role's own overrides, as
+        ``MirrorMakerConfig.clusterProps`` pushes them down with ``putIfAbsent``.
+        ``${provider:path:key}`` placeholders are left in: :mod:`mirrorflow.kafka.clients`
+        resolves them when it creates a client.
+        """
+        if role not in CLIENT_ROLES:
+            raise ValueError(f"unknown client role {role!r}")
+        props = {k: v for k, v in self.settings.items() if _CLIENT_LEVEL_RE.match(k)}
+        props.update(self.overrides.get(role, {}))
+        return props
+
+    def isolation_level(self) -> str:
+        """How this cluster's consumers read transactional records: the consumer role's
+        ``isolation.level``, defaulting as the Java client (and so MM2's source consumer)
+        does to ``read_uncommitted``."""
+        return self.client_config("consumer").get("isolation.level", "").strip() \
+            or "read_uncommitted"
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    """One replication flow ``source->target`` with every property resolved."""
+
+    source: str
+    target: str
+    enabled: bool
+    values: Mapping[str, Any]
+    explicit: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}{FLOW_ARROW}{self.target}"
+
+    @property
+    def dag_id(self) -> str:
+        return f"mirror__{self.source}__{self.target}"
+
+    def get(self, prop: str) -> Any:
+        return self.values[prop]
+
+    def policy(self) -> ReplicationPolicy:
+        """The flow's replication policy, configured with its separator and source alias."""
+        return load_policy(
+            self.values["replication.policy.class"],
+            self.values["replication.policy.separator"],
+            self.values["replication.policy.internal.topic.separator.enabled"],
+            source_cluster_alias=self.source,
+        )
+
+    def topic_filter(self) -> TopicFilter:
+        return TopicFilter.for_flow(
+            self.policy(), self.target, self.values["topics"], self.values["topics.exclude"]
+        )
+
+    def as_properties(self) -> dict[str, str]:
+        """The flow in MM2's own notation, every value rendered as a string."""
+        return {k: _render(v) for k, v in self.values.items()}
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ", ".join(value)
+    if value is None:
+        return "none"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class MirrorConfig:
+    """The whole file: clusters, every flow it names, and the raw text's digest."""
+
+    clusters: Mapping[str, ClusterConfig]
+    flows: Mapping[tuple[str, str], FlowConfig]
+    path: Path | None
+    digest: str
+    warnings: tuple[str, ...] = ()
+    text: str = ""  # the file as read: what a Spark worker parses again
+
+
+    def enabled_flows(self) -> list[FlowConfig]:
+        return [f for f in self.flows.values() if f.enabled]
+
+    def flow(self, name: str) -> FlowConfig:
+        """Look a flow up by ``SRC->TGT``; an unknown or disabled flow names the choices."""
+        source, sep, target = name.partition(FLOW_ARROW)
+        if not sep:
+            raise ConfigError(f"a flow is written SOURCE{FLOW_ARROW}TARGET, got {name!r}")
+        flow = self.flows.get((source.strip(), target.strip()))
+        if flow is None or not flow.enabled:
+            enabled = ", ".join(f.name for f in self.enabled_flows()) or "none"
+            raise ConfigError(f"flow {name!r} is not enabled; enabled flows: {enabled}")
+        return flow
+
+    def cluster(self, alias: str) -> ClusterConfig:
+        try:
+            return self.clusters[alias]
+        except KeyError:
+            raise ConfigError(
+                f"unknown cluster alias {alias!r}; clusters: {', '.join(self.clusters)}"
+            ) from None
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_config(path: str | Path) -> MirrorConfig:
+    """Parse and resolve a ``connect-mirror-maker.properties`` file."""
+    path = Path(path)
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        entries = load_properties(path)
+    except PropertiesSyntaxError as exc:
+        raise ConfigError(str(exc)) from None
+    config = resolve(entries, path=path, digest=hashlib.sha256(text).hexdigest())
+    return replace(config, text=decode_properties(text))
+
+
+def parse_config(text: str) -> MirrorConfig:
+    """Parse properties given as a string (tests, examples)."""
+    try:
+        entries = parse_properties(text)
+    except PropertiesSyntaxError as exc:
+        raise ConfigError(str(exc)) from None
+    config = resolve(entries, path=None, digest=hashlib.sha256(text.encode()).hexdigest())
+    return replace(config, text=text)
+
+
+def resolve(entries: list[Entry], *, path: Path | None, digest: str) -> MirrorConfig:
+    """Turn parsed entries into clusters and flows, validating every property."""
+    warnings: list[str] = []
+    latest: dict[str, Entry] = {}
+    for entry in entries:
+        if entry.key in latest:
+            warnings.append(
+                f"line {entry.line}: property '{entry.key}' repeats line "
+                f"{latest[entry.key].line}; the last value wins"
+            )
+        latest[entry.key] = entry
+
+    aliases = _cluster_aliases(latest)
+    providers = _config_providers(latest)
+    clusters = {alias: _cluster(alias, latest, providers) for alias in aliases}
+    flow_entries = _flow_entries(latest, aliases)
+    defaults = _top_level_flow_defaults(latest, aliases, warnings)
+
+    flows: dict[tuple[str, str], FlowConfig] = {}
+    for (source, target), props in flow_entries.items():
+        flows[(source, target)] = _flow(source, target, defaults, props, warnings)
+    # Every ordered pair exists (disabled unless switched on), as MM2's clusterPairs.
+    for source in aliases:
+        for target in aliases:
+            if source != target and (source, target) not in flows:
+                flows[(source, target)] = _flow(source, target, defaults, {}, warnings)
+
+    _refuse_identity_loops(flows, latest)
+    warnings = [one_line(w) for w in warnings]
+    for message in warnings:
+        log.warning("%s", message)
+    ordered = dict(sorted(flows.items(), key=lambda kv: (aliases.index(kv[0][0]),
+                                                           aliases.index(kv[0][1]))))
+    return MirrorConfig(clusters, ordered, path, digest, tuple(warnings))
+
+
+def _cluster_aliases(latest: Mapping[str, Entry]) -> list[str]:
+    entry = latest.get("clusters")
+    if entry is None or not as_list(entry.value):
+        raise ConfigError(
+            "'clusters' is required and lists the cluster aliases, e.g. clusters = a, b",
+            prop="clusters",
+            line=entry.line if entry else None,
+        )
+    aliases = list(as_list(entry.value))
+    seen: set[str] = set()
+    for alias in aliases:
+        if not _ALIAS_RE.match(alias) or FLOW_ARROW in alias:
+            hint = ""
+            if "#" in alias:
+                hint = (" ('#' starts a comment only at the beginning of a line in a "
+                        "properties file; move the comment to its own line)")
+            raise ConfigError(
+                f"invalid cluster alias {alias!r}: use letters, digits, '.', '_' and '-'{hint}",
+                prop="clusters",
+                line=entry.line,
+            )
+        if alias in seen:
+            raise ConfigError(f"cluster alias {alias!r} is listed twice", prop="clusters",
+                              line=entry.line)
+        seen.add(alias)
+    return aliases
+
+
+def _config_providers(latest: Mapping[str, Entry]) -> dict[str, str]:
+    """``config.providers`` and their classes; every placeholder must name one of them."""
+    from mirrorflow.config.secrets import PROVIDER_CLASSES, placeholders
+
+    entry = latest.get("config.providers")
+    names = as_list(entry.value) if entry else ()
+    providers: dict[str, str] = {}
+    for name in names:
+        key = f"config.providers.{name}.class"
+        cls = latest.get(key)
+        if cls is None or cls.value.strip() not in PROVIDER_CLASSES:
+            raise ConfigError(
+                f"config provider {name!r} needs a class, one of "
+                f"{', '.join(sorted(PROVIDER_CLASSES))}",
+                prop=key, line=(cls or entry).line)
+        providers[name] = PROVIDER_CLASSES[cls.value.strip()]
+    for key, item in latest.items():
+        for name in placeholders(item.value):
+            if name not in providers:
+                raise ConfigError(f"the value refers to config provider {name!r}, which "
+                                  "config.providers does not declare", prop=key, line=item.line)
+    return providers
+
+
+def _cluster(alias: str, latest: Mapping[str, Entry],
+             providers: Mapping[str, str]) -> ClusterConfig:
+    prefix = alias + "."
+    own = {k[len(prefix):]: e.value for k, e in latest.items()
+           if k.startswith(prefix) and FLOW_ARROW not in k}
+    if not own.get("bootstrap.servers", "").strip():
+        near = [k for k in latest if k.lower() == f"{alias}.bootstrap.servers".lower()]
+        hint = f" (found {near[0]!r}: aliases are case-sensitive)" if near else ""
+        raise ConfigError(
+            f"cluster {alias!r} has no bootstrap servers{hint}",
+            prop=f"{alias}.bootstrap.servers",
+            line=latest["clusters"].line,
+        )
+    settings: dict[str, str] = {}
+    overrides: dict[str, dict[str, str]] = {role: {} for role in CLIENT_ROLES}
+    # Top-level client settings apply to every cluster that does not set them.
+    for key, entry in latest.items():
+        if _CLIENT_LEVEL_RE.match(key) and key != "bootstrap.servers":
+            settings[key] = entry.value
+    for key, value in own.items():
+        role, dot, rest = key.partition(".")
+        if dot and role in CLIENT_ROLES:
+            overrides[role][rest] = value
+        else:
+            settings[key] = value
+    return ClusterConfig(alias, own["bootstrap.servers"].strip(), settings, overrides,
+                         dict(providers))
+
+
+def _split_flow_key(key: str, aliases: list[str], line: int) -> tuple[str, str, str]:
+    source, _, rest = key.partition(FLOW_ARROW)
+    # A target alias may itself contain dots: take the longest alias that prefixes rest.
+    target = max((a for a in aliases if rest.startswith(a + ".")), key=len, default=None)
+    if source not in aliases or target is None:
+        bad = source if source not in aliases else rest.split(".")[0]
+        raise ConfigError(
+            f"flow refers to unknown cluster alias {bad!r}; clusters: {', '.join(aliases)}",
+            prop=key,
+            line=line,
+        )
+    if source == target:
+        raise ConfigError(f"a flow from cluster {source!r} to itself is not allowed",
+                          prop=key, line=line)
+    return source, target, rest[len(target) + 1:]
+
+
+def _flow_entries(
+    latest: Mapping[str, Entry], aliases: list[str]
+) -> dict[tuple[str, str], dict[str, Entry]]:
+    flows: dict[tuple[str, str], dict[str, Entry]] = {}
+    for key, entry in latest.items():
+        if FLOW_ARROW not in key:
+            continue
+        source, target, prop = _split_flow_key(key, aliases, entry.line)
+        flows.setdefault((source, target), {})[prop] = entry
+    return flows
+
+
+def _top_level_flow_defaults(
+    latest: Mapping[str, Entry], aliases: list[str], warnings: list[str]
+) -> dict[str, Entry]:
+    defaults: dict[str, Entry] = {}
+    for key, entry in latest.items():
+        if FLOW_ARROW in key:
+            continue
+        head = key.split(".", 1)[0]
+        if head in aliases:
+            continue
+        canonical = _DEPRECATED_ALIASES.get(key, key)
+        if canonical in FLOW_PROPERTIES:
+            defaults[canonical] = entry
+        elif (key in _TOP_LEVEL_KEYS or _CLIENT_LEVEL_RE.match(key)
+              or re.fullmatch(r"config\.providers\.[^.]+\.(class|param\..+)", key)):
+            continue
+        elif key.startswith(_IGNORED_PREFIXES):
+            warnings.append(f"line {entry.line}: property '{key}' is a Kafka Connect setting "
+                            "that mirrorflow ignores")
+        else:
+            warnings.append(_unknown_warning(key, entry.line, aliases))
+    return defaults
+
+
+def _unknown_warning(key: str, line: int, aliases: list[str]) -> str:
+    message = f"line {line}: unknown property '{key}' is ignored"
+    close_alias = [a for a in aliases if key.lower().startswith(a.lower() + ".")]
+    if close_alias:
+        return message + f" (cluster aliases are case-sensitive: did you mean '{close_alias[0]}'?)"
+    suggestion = difflib.get_close_matches(key, FLOW_PROPERTIES, n=1)
+    if suggestion:
+        return message + f" (did you mean '{suggestion[0]}'?)"
+    return message
+
+
+def _flow(
+    source: str,
+    target: str,
+    defaults: Mapping[str, Entry],
+    own: Mapping[str, Entry],
+    warnings: list[str],
+) -> FlowConfig:
+    prefix = f"{source}{FLOW_ARROW}{target}."
+    chosen: dict[str, tuple[Entry, str]] = {k: (e, k) for k, e in defaults.items()}
+    enabled = False
+    for prop, entry in own.items():
+        full = prefix + prop
+        if prop == "enabled":
+            enabled = _parse_value(_as_bool, entry, full)
+            continue
+        if prop in _MISSPELLINGS and prop not in _DEPRECATED_ALIASES:
+            raise ConfigError(
+                f"MM2 silently ignores '{full}'; the property is "
+                f"'{prefix}{_MISSPELLINGS[prop]}'",
+                prop=full,
+                line=entry.line,
+            )
+        canonical = _DEPRECATED_ALIASES.get(prop, prop)
+        if canonical != prop:
+            warnings.append(f"line {entry.line}: '{full}' is deprecated; use "
+                            f"'{prefix}{canonical}'")
+        if canonical in FLOW_PROPERTIES:
+            chosen[canonical] = (entry, full)
+        elif prop.startswith(_IGNORED_PREFIXES) or prop.split(".")[0] in CLIENT_ROLES:
+            warnings.append(f"line {entry.line}: property '{full}' is a Kafka Connect setting "
+                            "that mirrorflow ignores")
+        else:
+            suggestion = difflib.get_close_matches(prop, FLOW_PROPERTIES, n=1)
+            hint = f" (did you mean '{prefix}{suggestion[0]}'?)" if suggestion else ""
+            warnings.append(f"line {entry.line}: unknown flow property '{full}' is ignored{hint}")
+
+    values: dict[str, Any] = {}
+    for name, spec in FLOW_PROPERTIES.items():
+        if name in chosen:
+            entry, full = chosen[name]
+            values[name] = _parse_value(spec.parse, entry, full)
+        else:
+            values[name] = spec.parse(spec.default)
+    _load_policy_or_fail(values, chosen)
+    return FlowConfig(source, target, enabled, values, frozenset(chosen))
+
+
+def _parse_value(parse: Callable[[str], Any], entry: Entry, full: str) -> Any:
+    try:
+        return parse(entry.value)
+    except ValueError as exc:
+        raise ConfigError(str(exc), prop=full, line=entry.line) from None
+
+
+def _load_policy_or_fail(values: dict[str, Any], chosen: Mapping[str, tuple[Entry, str]]) -> None:
+    """Fail at load time, naming the property, when the policy class cannot be loaded."""
+    try:
+        load_policy(values["replication.policy.class"], values["replication.policy.separator"],
+                    values["replication.policy.internal.topic.separator.enabled"])
+    except PolicyError as exc:
+        entry, full = chosen.get("replication.policy.class", (None, "replication.policy.class"))
+        raise ConfigError(str(exc), prop=full, line=entry.line if entry else None) from None
+
+
+def _refuse_identity_loops(
+    flows: Mapping[tuple[str, str], FlowConfig], latest: Mapping[str, Entry]
+) -> None:
+    """IdentityReplicationPolicy cannot detect cycles (MM2 docs say so); refuse them.
+
+    A flow s->t under the identity policy loops when s is reachable again from t through
+    enabled flows: records would come back to s under their own name and go round forever.
+    """
+    edges: dict[str, set[str]] = {}
+    for (source, target), flow in flows.items():
+        if flow.enabled:
+            edges.setdefault(source, set()).add(target)
+    for (source, target), flow in flows.items():
+        if not flow.enabled or not isinstance(flow.policy(), IdentityReplicationPolicy):
+            continue
+        path = _find_path(edges, target, source)
+        if path:
+            key = f"{flow.name}.replication.policy.class"
+            entry = latest.get(key) or latest.get("replication.policy.class")
+            cycle = FLOW_ARROW.join([source, *path])
+            raise ConfigError(
+                f"IdentityReplicationPolicy keeps topic names, so the enabled flows "
+                f"{cycle} would replicate records in a loop; use DefaultReplicationPolicy "
+                "or disable one direction",
+                prop=key if key in latest else "replication.policy.class",
+                line=entry.line if entry else None,
+            )
+
+
+def _find_path(edges: Mapping[str, set[str]], start: str, goal: str) -> list[str] | None:
+    """Breadth-first path start..goal over enabled flows, or None."""
+    previous: dict[str, str | None] = {start: None}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        if node == goal:
+            path = [node]
+            while previous[path[-1]] is not None:
+                path.append(previous[path[-1]])  # type: ignore[arg-type]
+            return path[::-1]
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in previous:
+                previous[nxt] = node
+                queue.append(nxt)
+    return None

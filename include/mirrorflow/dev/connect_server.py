@@ -1,0 +1,141 @@
+"""A local Spark Connect server: a warm Spark that runs start no JVM.
+
+``mirrorflow local up`` starts one when the config's ``mirrorflow.spark.master`` is an
+``sc://`` address on loopback (the demo's config is), beside the local Kafka clusters, and
+``mirrorflow local down`` stops it. It is ``spark-submit`` of Spark's own
+``SparkConnectServer`` from the installed PySpark, with the Kafka connector's jars
+(``jvm/pom.xml``), mirrorflow's session settings and this Python for its workers, bound to
+exactly the configured address; its log and PID file are in the state directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.spark.session import SPARK_CONF, connector_jars, is_connect
+from mirrorflow.spark.submit import spark_submit_binary
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+READY_TIMEOUT_S = 120.0
+
+
+class ConnectServerError(MirrorflowError):
+    """The local Spark Connect server could not be started or reached."""
+
+
+@dataclass(frozen=True)
+class ConnectServer:
+    """A local Spark Connect server at ``host:port``, its files under ``state_dir``."""
+
+    host: str
+    port: int
+    state_dir: Path
+    master: str = "local[*]"
+
+    @property
+    def url(self) -> str:
+        return f"sc://{self.host}:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.state_dir / "spark-connect.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.state_dir / "spark-connect.log"
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            return None
+        return pid if SERVER_CLASS.encode() in cmdline and \
+            f"spark.connect.grpc.binding.port={self.port}".encode() in cmdline else None
+
+    def answering(self) -> bool:
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            return sock.connect_ex((self.host, self.port)) == 0
+
+
+def local_server(master: str, state_dir: Path) -> ConnectServer | None:
+    """The server to run locally for a ``mirrorflow.spark.master``, or None when it is not
+    an ``sc://`` address on loopback."""
+    from mirrorflow.dev.localcluster import is_loopback
+
+    if not is_connect(master):
+        return None
+    address = urlparse(master.split(";", 1)[0])
+    if not address.hostname or not is_loopback(address.hostname):
+        return None
+    return ConnectServer(address.hostname, address.port or 15002, state_dir)
+
+
+def start(server: ConnectServer, timeout: float = READY_TIMEOUT_S) -> int:
+    """Start the server unless it runs; wait until it accepts connections. Its PID."""
+    running = server.pid()
+    if running is not None:
+        return running
+    if server.answering():
+        raise ConnectServerError(f"port {server.port} on {server.host} is in use by a process "
+                                 "mirrorflow did not start")
+    server.state_dir.mkdir(parents=True, exist_ok=True)
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    confs = {**SPARK_CONF, "spark.connect.grpc.binding.address": server.host,
+             "spark.connect.grpc.binding.port": str(server.port),
+             "spark.pyspark.python": python, "spark.ui.enabled": "false"}
+    command = [spark_submit_binary(), "--class", SERVER_CLASS, "--name",
+               "mirrorflow Spark Connect", "--master", server.master,
+               "--jars", ",".join(connector_jars()),
+               *[arg for k, v in confs.items() for arg in ("--conf", f"{k}={v}")],
+               "spark-internal"]
+    with open(server.log_file, "ab") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   env={**os.environ, "PYSPARK_PYTHON": python})
+    server.pid_file.write_text(f"{process.pid}\n")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            server.pid_file.unlink(missing_ok=True)
+            raise ConnectServerError(f"the Spark Connect server exited with status "
+                                     f"{process.returncode}; see {server.log_file}")
+        if server.answering():
+            return process.pid
+        time.sleep(0.25)
+    stop(server)
+    raise ConnectServerError(f"the Spark Connect server did not listen on {server.url} within "
+                             f"{timeout:.0f}s; see {server.log_file}")
+
+
+def stop(server: ConnectServer, timeout: float = 30.0) -> bool:
+    """Stop the server this module started (its whole process group), after closing this
+    process's own sessions (see :func:`mirrorflow.spark.session.close_connect_sessions`)."""
+    from mirrorflow.spark.session import close_connect_sessions
+
+    close_connect_sessions()
+    pid = server.pid()
+    server.pid_file.unlink(missing_ok=True)
+    if pid is None:
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    return True

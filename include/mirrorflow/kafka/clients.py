@@ -1,0 +1,273 @@
+"""Kafka clients (confluent-kafka / librdkafka) built from a cluster's MM2 settings.
+
+MM2 configs are written for the Java client. librdkafka shares most property names;
+the ones it spells differently are translated here, and Java-only ones it cannot use
+are dropped with a log line naming them, so that one file serves both.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from mirrorflow.config.model import ClusterConfig
+from mirrorflow.errors import MirrorflowError
+
+log = logging.getLogger(__name__)
+
+# Java client settings with no librdkafka counterpart (serializers are fixed to bytes here;
+# login callbacks and JWT validation settings belong to the Java client's login module).
+_JAVA_ONLY = re.compile(
+    r"^(key\.(de)?serializer|value\.(de)?serializer|buffer\.memory|"
+    r"ssl\.(trustmanager|keymanager)\.algorithm|ssl\.protocol|ssl\.provider|"
+    r"ssl\.(truststore|keystore)\.type|ssl\.truststore\.password|"
+    r"sasl\.login\.(class|callback\.handler\.class|refresh\..+|connect\.timeout\.ms|"
+    r"read\.timeout\.ms|retry\.backoff\..+)|sasl\.client\.callback\.handler\.class|"
+    r"sasl\.oauthbearer\.(scope\.claim\.name|sub\.claim\.name|jwks\.endpoint\..+|"
+    r"expected\..+|clock\.skew\.seconds|header\.urlencode)|"
+    r"interceptor\.classes|metric\.reporters|"
+    r"default\.api\.timeout\.ms|retry\.backoff\.max\.ms|client\.dns\.lookup|"
+    r"exclude\.internal\.topics|auto\.include\.jmx\.reporter)$"
+)
+# Java name -> librdkafka name, same meaning and value.
+_RENAMED = {
+    "ssl.truststore.certificates": "ssl.ca.pem",
+    "ssl.keystore.certificate.chain": "ssl.certificate.pem",
+    "ssl.keystore.key": "ssl.key.pem",
+}
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# Keys whose values are secrets: never shown, in messages or anywhere else.
+SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|\.pem$|\.key$|keytab|"
+                        r"sasl\.oauthbearer\.config", re.IGNORECASE)
+
+
+class ClientConfigError(MirrorflowError):
+    """A client setting cannot be used; names cluster, role and property, never a secret."""
+
+
+def librdkafka_config(props: dict[str, str], where: str = "client") -> dict[str, Any]:
+    """Translate Java client properties into librdkafka's. Java-only settings that do not
+    matter to librdkafka are dropped with a log line naming them; Java key stores that
+    librdkafka cannot read (JKS) fail naming the property, instead of failing later."""
+    out: dict[str, Any] = {}
+    dropped = []
+    for key, value in props.items():
+        if key == "sasl.jaas.config":
+            out.update(_from_jaas(value))
+        elif key in _RENAMED:
+            out[_RENAMED[key]] = value
+        elif key in ("ssl.truststore.location", "ssl.keystore.location"):
+            out.update(_store(key, value, props, where))
+        elif key == "ssl.keystore.password":
+            out[key] = value  # librdkafka's name too (PKCS#12)
+        elif key == "ssl.endpoint.identification.algorithm" and not value:
+            out[key] = "none"  # Java's empty value switches hostname checks off
+        elif _JAVA_ONLY.match(key):
+            dropped.append(key)
+        else:
+            out[key] = value
+    if dropped:
+        log.info("Java-only client settings not used by librdkafka: %s", ", ".join(dropped))
+    return out
+
+
+def _store(key: str, path: str, props: dict[str, str], where: str) -> dict[str, str]:
+    """A Java trust or key store: PEM and PKCS#12 map onto librdkafka, JKS cannot."""
+    kind = key.split(".")[1]  # truststore or keystore
+    store_type = props.get(f"ssl.{kind}.type", "JKS").upper()
+    if kind == "truststore" and store_type == "PEM":
+        return {"ssl.ca.location": path}
+    if kind == "keystore" and store_type == "PKCS12":
+        return {"ssl.keystore.location": path}
+    if kind == "keystore" and store_type == "PEM":
+        return {"ssl.certificate.location": path, "ssl.key.location": path}
+    hint = ("convert it to PEM (ssl.truststore.type = PEM) or set ssl.ca.location"
+            if kind == "truststore" else "use PKCS12 or PEM (ssl.keystore.type)")
+    raise ClientConfigError(f"{where}: {key} is a {store_type} store, which librdkafka "
+                            f"cannot read: {hint}")
+
+
+def _from_jaas(jaas: str) -> dict[str, str]:
+    """librdkafka settings from a JAAS line: PLAIN and SCRAM credentials, OAUTHBEARER
+    client credentials (OIDC) or an unsecured principal, Kerberos keytab and principal."""
+    options = dict(_JAAS_OPTION.findall(jaas))
+    out = {}
+    if "OAuthBearerLoginModule" in jaas:
+        if "clientId" in options:
+            out.update({"sasl.oauthbearer.method": "oidc",
+                        "sasl.oauthbearer.client.id": options["clientId"],
+                        "sasl.oauthbearer.client.secret": options.get("clientSecret", "")})
+            if "scope" in options:
+                out["sasl.oauthbearer.scope"] = options["scope"]
+        elif "unsecuredLoginStringClaim_sub" in options:
+            out.update({"enable.sasl.oauthbearer.unsecure.jwt": "true",
+                        "sasl.oauthbearer.config":
+                            f"principal={options['unsecuredLoginStringClaim_sub']}"})
+        return out
+    if "Krb5LoginModule" in jaas:
+        if "keyTab" in options:
+            out["sasl.kerberos.keytab"] = options["keyTab"]
+        if "principal" in options:
+            out["sasl.kerberos.principal"] = options["principal"]
+        return out
+    if "username" in options:
+        out["sasl.username"] = options["username"]
+    if "password" in options:
+        out["sasl.password"] = options["password"]
+    return out
+
+
+def redact(text: str, config: dict[str, Any]) -> str:
+    """``text`` with the value of every secret setting of ``config`` blanked out."""
+    for key, value in config.items():
+        if SECRET_KEY.search(key) and isinstance(value, str) and len(value) >= 3:
+            text = text.replace(value, "[redacted]")
+    return text
+
+
+def new_client(kind, config: dict[str, Any], where: str):
+    """``kind(config)`` (Producer, Consumer, AdminClient); a refused setting is reported
+    naming ``where`` with every secret value redacted (librdkafka quotes values)."""
+    from confluent_kafka import KafkaException
+
+    # librdkafka's own log lines go through Python logging, not straight to stderr.
+    config = {"logger": logging.getLogger("mirrorflow.librdkafka"), **config}
+    try:
+        return kind(config)
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise ClientConfigError(f"{where}: {redact(str(exc), config)}") from None
+
+
+def java_client_config(cluster: ClusterConfig, role: str) -> dict[str, str]:
+    """The Java client's settings for a role on a cluster, as the MM2 file writes them,
+    with ``${provider:path:key}`` secrets resolved (errors name the property, not the
+    value): what Spark's Kafka source (a Java client) takes as ``kafka.*`` options."""
+    from mirrorflow.config.secrets import SecretError, resolve
+
+    resolved = {}
+    for key, value in cluster.client_config(role).items():
+        try:
+            resolved[key] = resolve(value, cluster.providers)
+        except SecretError as exc:
+            raise SecretError(f"cluster {cluster.alias!r}, {role} setting {key!r}: {exc}") from None
+    return resolved
+
+
+def client_config(cluster: ClusterConfig, role: str, **extra: Any) -> dict[str, Any]:
+    """Full librdkafka config for a role on a cluster (extra settings win), secrets
+    resolved and Java names translated."""
+    config = librdkafka_config(java_client_config(cluster, role),
+                               f"cluster {cluster.alias!r}, {role} client")
+    config.update(extra)
+    return config
+
+
+# Admin clients and the internal topics' producer are kept per cluster and settings for
+# the life of the process: a run makes dozens of small calls, and a new client costs a
+# connection, a metadata round trip and, for a producer, its start (0.1-0.5 s each).
+_SHARED: dict[tuple, Any] = {}
+
+
+def _shared(kind, cluster: ClusterConfig, role: str, extra: dict[str, Any], where: str):
+    key = (kind.__name__, cluster.alias, cluster.bootstrap_servers,
+           tuple(sorted(cluster.client_config(role).items())), tuple(sorted(extra.items())))
+    client = _SHARED.get(key)
+    if client is None:
+        client = _SHARED[key] = new_client(kind, client_config(cluster, role, **extra), where)
+    return client
+
+
+def close_shared() -> None:
+    """Forget the shared clients (after their clusters were torn down)."""
+    for client in _SHARED.values():
+        if hasattr(client, "flush"):
+            client.flush(5)
+    _SHARED.clear()
+
+
+def admin_client(cluster: ClusterConfig, **extra: Any):
+    """The cluster's admin client: shared, unless ``extra`` holds callbacks."""
+    from confluent_kafka.admin import AdminClient
+
+    where = f"cluster {cluster.alias!r}, admin client"
+    if any(callable(v) for v in extra.values()):
+        return new_client(AdminClient, client_config(cluster, "admin", **extra), where)
+    return _shared(AdminClient, cluster, "admin", extra, where)
+
+
+def producer(cluster: ClusterConfig, **extra: Any):
+    """A producer for the cluster, shared per settings (callers flush what they send)."""
+    from confluent_kafka import Producer
+
+    return _shared(Producer, cluster, "producer", extra, f"cluster {cluster.alias!r}, producer")
+
+
+def consumer(cluster: ClusterConfig, **extra: Any):
+    from confluent_kafka import Consumer
+
+    extra.setdefault("group.id", "mirrorflow-reader")
+    extra.setdefault("enable.auto.commit", False)
+    return new_client(Consumer, client_config(cluster, "consumer", **extra),
+                      f"cluster {cluster.alias!r}, consumer")
+
+
+class ClusterUnreachableError(MirrorflowError):
+    """A cluster does not answer; the message names its alias and address."""
+
+
+def check_reachable(cluster: ClusterConfig, timeout: float = 10.0) -> None:
+    """Raise :class:`ClusterUnreachableError` unless the cluster answers a metadata
+    request made with its own admin settings (security included)."""
+    import time
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    # librdkafka retries until the timeout; its error callback says at once when every
+    # broker refused the connection or the credentials were rejected.
+    hopeless = (KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION,
+                KafkaError._SSL, KafkaError._RESOLVE)
+    seen: list = []
+    admin = admin_client(cluster, **{"socket.timeout.ms": int(timeout * 1000),
+                                     "error_cb": seen.append})
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            admin.list_topics(timeout=min(1.0, max(deadline - time.monotonic(), 0.1)))
+            return
+        except KafkaException as exc:
+            last = exc.args[0]
+        admin.poll(0)
+        known = [e for e in seen if e.code() in hopeless]
+        if known or time.monotonic() >= deadline:
+            error = known[-1] if known else last
+            reason = ("no broker answers there" if error.code() in (
+                KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._TIMED_OUT)
+                else error.str())
+            raise ClusterUnreachableError(
+                f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}) is not reachable: "
+                f"{redact(reason, client_config(cluster, 'admin'))}") from None
+
+
+def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,
+                 replication_factor: int = 1, timeout: float = 15.0,
+                 config: dict[str, str] | None = None) -> bool:
+    """Create ``topic`` unless it exists. Returns True when this call created it."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    admin = admin_client(cluster)
+    if topic in admin.list_topics(timeout=timeout).topics:
+        return False
+    future = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
+                  config=config or {})],
+        operation_timeout=timeout,
+    )[topic]
+    try:
+        future.result(timeout=timeout)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        raise
+    return True

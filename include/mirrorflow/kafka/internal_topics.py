@@ -1,0 +1,132 @@
+"""Compacted internal topics used as key/value stores (offset store, plan store).
+
+Keys are partitioned with murmur2, as the Java client does, so that records written by
+mirrorflow and by MirrorMaker 2 for the same key land in the same partition and
+compaction keeps only the newest.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from mirrorflow.config.model import ClusterConfig
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.kafka import clients
+from mirrorflow.kafka.watermarks import probe_watermarks
+
+log = logging.getLogger(__name__)
+
+
+class InternalTopicError(MirrorflowError):
+    """An internal topic could not be created, read or written."""
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One record of an internal topic, as stored."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+
+
+def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[LogRecord]:
+    """Every record of a topic from log start to its end now, per partition in order.
+
+    A missing topic reads as empty. Used for MM2's internal topics, which are small.
+    """
+    from confluent_kafka import KafkaError, TopicPartition
+
+    admin = clients.admin_client(cluster)
+    metadata = admin.list_topics(timeout=15).topics.get(topic)
+    if metadata is None or metadata.error is not None:
+        return []
+    marks = probe_watermarks(cluster, [(topic, p) for p in sorted(metadata.partitions)])
+    pending = {tp: m.high for tp, m in marks.items() if m.high > m.low}
+    records: list[LogRecord] = []
+    if not pending:
+        return records
+    # A short fetch wait: the read ends at the partition's end, where librdkafka's default
+    # would hold each last fetch for 500 ms.
+    consumer = clients.consumer(cluster, **{"group.id": "mirrorflow-internal",
+                                            "enable.partition.eof": True,
+                                            "fetch.wait.max.ms": 10})
+    try:
+        consumer.assign([TopicPartition(t, p, marks[(t, p)].low) for t, p in pending])
+        deadline = time.monotonic() + timeout
+        while pending:
+            if time.monotonic() > deadline:
+                raise InternalTopicError(f"cluster {cluster.alias!r}: reading {topic} did not "
+                                         f"reach its end within {timeout:.0f}s")
+            for msg in consumer.consume(num_messages=10_000, timeout=0.05):
+                tp = (msg.topic(), msg.partition())
+                err = msg.error()
+                if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                    raise InternalTopicError(
+                        f"cluster {cluster.alias!r}: reading {topic}: {err.str()}")
+                if err is None:
+                    records.append(LogRecord(msg.partition(), msg.offset(), msg.key(),
+                                             msg.value(), msg.timestamp()[1]))
+                # The last offsets may be transaction markers, which are never delivered:
+                # the end is reached at EOF, or at the last offset the probe saw.
+                if tp in pending and msg.offset() >= pending[tp] - (0 if err else 1):
+                    del pending[tp]
+                    consumer.incremental_unassign([TopicPartition(*tp)])
+    finally:
+        consumer.close()
+    return records
+
+
+@dataclass(frozen=True)
+class CompactedTopic:
+    """A compacted topic read as a map: the newest value of every key, tombstones removed."""
+
+    cluster: ClusterConfig
+    topic: str
+    partitions: int = 1
+    replication_factor: int = 1
+
+    def ensure(self) -> None:
+        """Create the topic (compacted) unless it exists."""
+        clients.ensure_topic(self.cluster, self.topic, self.partitions,
+                             self.replication_factor, config={"cleanup.policy": "compact"})
+
+    def read(self) -> dict[bytes, bytes]:
+        """Every key's newest value. A missing topic reads as empty."""
+        latest: dict[bytes, bytes | None] = {}
+        for record in read_log(self.cluster, self.topic):
+            if record.key is None:
+                log.warning("%s[%d]@%d has no key; skipped", self.topic, record.partition,
+                            record.offset)
+            else:
+                latest[record.key] = record.value
+        return {k: v for k, v in latest.items() if v is not None}
+
+    def write(self, records: list[tuple[bytes, bytes | None]], timeout: float = 30.0) -> None:
+        """Write records (None value = tombstone) and wait until every one is acknowledged."""
+        if not records:
+            return
+        errors: list[str] = []
+
+        def on_delivery(err, msg) -> None:
+            if err is not None:
+                errors.append(err.str())
+
+        # In order and acknowledged by all replicas; not idempotent, so that the shared
+        # producer survives a deleted and recreated internal topic (a compacted store
+        # keeps the newest value of a key, which a retried duplicate does not change).
+        producer = clients.producer(self.cluster, **{
+            "acks": "all", "enable.idempotence": False,
+            "max.in.flight.requests.per.connection": 1, "linger.ms": 0,
+            "partitioner": "murmur2_random"})
+        for key, value in records:
+            producer.produce(self.topic, key=key, value=value, on_delivery=on_delivery)
+        remaining = producer.flush(timeout)
+        if remaining or errors:
+            raise InternalTopicError(
+                f"cluster {self.cluster.alias!r}: writing {self.topic} failed: "
+                f"{errors[0] if errors else f'{remaining} records unacknowledged'}")

@@ -1,0 +1,80 @@
+"""Log start and end offsets of partitions, from Kafka's ListOffsets.
+
+The end depends on the reader's isolation level, as for any Kafka consumer: a
+``read_uncommitted`` reader can fetch up to the high watermark, a ``read_committed``
+reader up to the last stable offset (LSO: the first offset of the oldest open transaction,
+or the high watermark when none is open). A plan over a ``read_committed`` source
+therefore ends at the LSO and never waits on an open transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from mirrorflow.config.model import ClusterConfig
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.kafka import clients
+
+TopicPart = tuple[str, int]
+READ_COMMITTED = "read_committed"
+READ_UNCOMMITTED = "read_uncommitted"
+
+
+class WatermarkError(MirrorflowError):
+    """A partition's offsets could not be read."""
+
+
+@dataclass(frozen=True)
+class Watermarks:
+    """[log start, end) of one partition: the offsets a reader can fetch now."""
+
+    low: int
+    high: int
+
+
+def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
+                     isolation: str = READ_COMMITTED, timeout: float = 30.0,
+                     ) -> dict[TopicPart, Watermarks]:
+    """The log start and the end (for ``isolation``) of every partition."""
+    from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    # A topic deleted and created again under the same name leaves clients with its old
+    # leader epoch for a moment (UNKNOWN_LEADER_EPOCH, FENCED_LEADER_EPOCH): settling too.
+    settling = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                 KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT,
+                 KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT,
+                 KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH)
+
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    level = (IsolationLevel.READ_COMMITTED if isolation == READ_COMMITTED
+             else IsolationLevel.READ_UNCOMMITTED)
+    admin = clients.admin_client(cluster)
+    deadline = time.monotonic() + timeout
+    found: dict[str, dict[TopicPart, int]] = {"low": {}, "high": {}}
+    for name, spec in (("low", OffsetSpec.earliest()), ("high", OffsetSpec.latest())):
+        pending = list(wanted)
+        while pending:
+            futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in pending},
+                                         isolation_level=level, request_timeout=timeout)
+            pending = []
+            for tp, future in futures.items():
+                try:
+                    found[name][(tp.topic, tp.partition)] = future.result(timeout).offset
+                except KafkaException as exc:
+                    # Leadership settling (a new topic, a restarted broker) is retried.
+                    if exc.args[0].code() in settling and time.monotonic() < deadline:
+                        pending.append((tp.topic, tp.partition))
+                        continue
+                    raise WatermarkError(
+                        f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}): cannot "
+                        f"list the offsets of {tp.topic}[{tp.partition}]: "
+                        f"{exc.args[0].str()}") from None
+            if pending:
+                time.sleep(0.1)
+    return {tp: Watermarks(found["low"][tp], max(found["high"][tp], found["low"][tp]))
+            for tp in wanted}

@@ -1,0 +1,303 @@
+"""The completeness check's comparison, in Spark SQL: no record enters Python.
+
+Both clusters are read by Spark's Kafka source in one scan. Every record becomes a 64-bit
+digest (``xxhash64`` of key, value, headers, timestamp and their nullness; the timestamp
+is left out where the remote topic stamps its own, ``LogAppendTime``).
+
+* Each **source** record of a range gets the remote offset the mirror's spans say it went
+  to: its upstream offset plus the distance of the sync run it falls in (a broadcast join
+  on a bucket of offsets, so each record meets one or two runs).
+* Each **target** record of the remote partition's unverified region gets its owner: the
+  flow's own spans (this plan's records), another flow's spans (fan-in), or none: a
+  foreign record.
+
+A **compacted** remote topic may lose a record to the target's log cleaner as soon as a
+newer record of its key is written, so on both sides only the newest record of each key
+in the range counts there (what compaction keeps, and what a consumer ends up with).
+
+Per range, count and ``bit_xor(xxhash64(digest, remote offset))`` over the source
+records and over the flow's own target records are equal exactly when every source
+record sits at the remote offset claimed for it, with equal content, and nothing else
+sits in the flow's spans (up to a 64-bit hash collision). So equal aggregates prove a
+range, and prove its offset syncs too. Only a range whose aggregates differ is joined
+record by record, on the remote offset, to name what is missing, duplicated, altered or
+misplaced and where the first difference is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from mirrorflow.config.model import FlowConfig, MirrorConfig
+from mirrorflow.spark.kafka_source import read_ranges
+
+BUCKET = 1 << 16  # offsets per join bucket
+KEY = ["remote_topic", "partition"]
+
+
+@dataclass(frozen=True)
+class RangeCheck:
+    """One planned range: where its records came from and where its spans put them."""
+
+    topic: str
+    partition: int
+    remote_topic: str
+    start: int
+    end: int
+    syncs: tuple[tuple[int, int], ...]  # (upstream, downstream) where the distance changes
+
+
+@dataclass(frozen=True)
+class RegionCheck:
+    """The unverified region ``[start, end)`` of one remote partition and who owns what."""
+
+    remote_topic: str
+    partition: int
+    start: int
+    end: int
+    own: tuple[tuple[int, int], ...] = ()  # [first, last] remote offsets of this flow
+    others: tuple[tuple[int, int], ...] = ()  # of other flows writing the partition
+
+
+@dataclass
+class Counts:
+    """Aggregates of one side of one remote partition."""
+
+    records: int = 0
+    digest: int | None = None
+    first: int | None = None
+    last: int | None = None
+    compared: int | None = None  # records counted (compacted topics: newest per key)
+
+    def __post_init__(self) -> None:
+        if self.compared is None:
+            self.compared = self.records
+
+
+@dataclass
+class Compared:
+    """The comparison of one remote partition: its range (if planned) and its region."""
+
+    source: Counts = field(default_factory=Counts)
+    target: Counts = field(default_factory=Counts)
+    foreign_records: int = 0
+    first_foreign_offset: int | None = None
+    missing: int = 0
+    duplicates: int = 0
+    altered: int = 0
+    misplaced: int = 0
+    first_bad_source_offset: int | None = None
+    first_bad_target_offset: int | None = None
+
+    @property
+    def equal(self) -> bool:
+        return (self.source.compared, self.source.digest) == (self.target.compared,
+                                                              self.target.digest)
+
+
+def _runs(check: RangeCheck) -> list[tuple[int, int, int | None]]:
+    """(first upstream, end upstream, distance) runs over the range; offsets before the
+    first sync have no claimed place (distance None)."""
+    syncs = sorted(check.syncs)
+    out: list[tuple[int, int, int | None]] = []
+    if not syncs or syncs[0][0] > check.start:
+        out.append((check.start, syncs[0][0] if syncs else check.end, None))
+    for i, (up, down) in enumerate(syncs):
+        end = syncs[i + 1][0] if i + 1 < len(syncs) else check.end
+        out.append((up, max(end, up + 1), down - up))
+    return out
+
+
+def _bucketed(rows: Iterable[tuple], lo_index: int, hi_index: int) -> list[tuple]:
+    """Each row once per offset bucket its [lo, hi) interval touches (for an equi-join)."""
+    out = []
+    for row in rows:
+        lo, hi = row[lo_index], row[hi_index]
+        for bucket in range(lo // BUCKET, (max(hi, lo + 1) - 1) // BUCKET + 1):
+            out.append((*row, bucket))
+    return out
+
+
+def _digest(F, with_timestamp):
+    """A record's digest; ``with_timestamp`` (a boolean column) says whether its
+    timestamp counts. Spark's hash skips nulls, so nullness is hashed too. Headers are
+    hashed as their JSON (a null value left out, so told from an empty one): cheaper than
+    hashing the nested column (see ``kafka_source.for_writer``)."""
+    headers = F.to_json("headers")
+    flags = [F.col("key").isNull(), F.col("value").isNull(), F.col("headers").isNull()]
+    return F.when(with_timestamp,
+                  F.xxhash64("key", "value", headers, "timestamp", *flags)).otherwise(
+        F.xxhash64("key", "value", headers, *flags))
+
+
+def _in(column, values: Iterable[str], F):
+    """``column IN values``, false for no values."""
+    values = sorted(set(values))
+    return column.isin(values) if values else F.lit(False)
+
+
+def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeCheck],
+            regions: list[RegionCheck], no_timestamps: set[str],
+            split_records: int | None = None,
+            compacted: set[str] = frozenset()) -> dict[tuple[str, int], Compared]:
+    """Per remote partition: the range's aggregates on both sides, the region's foreign
+    records and, where the aggregates differ, the record-by-record findings.
+    ``no_timestamps`` are the remote topics whose timestamps are not compared;
+    ``compacted`` those compared on the newest record of each key."""
+    from pyspark.sql import functions as F
+
+    out: dict[tuple[str, int], Compared] = {(r.remote_topic, r.partition): Compared()
+                                             for r in regions}
+    sides = []
+    remote_of = {r.topic: r.remote_topic for r in ranges}
+    if ranges:
+        sides.append(_source_side(spark, F, config, flow, ranges, remote_of, no_timestamps,
+                                  split_records))
+    readable = [r for r in regions if r.end > r.start]
+    if readable:
+        sides.append(_target_side(spark, F, config, flow, readable, no_timestamps,
+                                  split_records))
+    if not sides:
+        return out
+    records = _newest_per_key(
+        F, sides[0] if len(sides) == 1 else sides[0].unionByName(sides[1]), compacted)
+    kept = F.col("kept")
+    rows = (records.where(F.col("side") != "o")
+            .groupBy("side", *KEY)
+            .agg(F.count("*").alias("all"), F.count(F.when(kept, 1)).alias("n"),
+                 F.bit_xor(F.when(kept, F.xxhash64("digest", "d"))).alias("x"),
+                 F.min("d").alias("first"), F.max("d").alias("last"))
+            .collect())
+    for row in rows:
+        item = out.setdefault((row["remote_topic"], row["partition"]), Compared())
+        if row["side"] == "f":
+            item.foreign_records, item.first_foreign_offset = row["all"], row["first"]
+        else:
+            setattr(item, "source" if row["side"] == "s" else "target",
+                    Counts(row["all"], row["x"], row["first"], row["last"], row["n"]))
+    for item in out.values():
+        # Records older than a newer one of their key may be gone from a compacted
+        # target; they count as there when the newest ones are.
+        item.target.records = (item.target.compared + item.source.records
+                               - item.source.compared)
+    unequal = [key for key, item in out.items() if not item.equal]
+    if unequal:
+        for key, found in _diagnose(spark, F, records.where(kept), unequal).items():
+            for name, value in found.items():
+                setattr(out[key], name, value)
+    return out
+
+
+def _newest_per_key(F, records, compacted: set[str]):
+    """Mark (``kept``) what the comparison counts: every record, except on compacted
+    remote topics, where of the flow's own records only the newest of each key per side
+    counts (foreign records always do)."""
+    if not compacted:
+        return records.drop("k").withColumn("kept", F.lit(True))
+    from pyspark.sql import Window
+
+    mine = _in(F.col("remote_topic"), compacted, F) & F.col("side").isin("s", "t")
+    place = F.when(F.col("side") == "s", F.col("u")).otherwise(F.col("d"))
+    newest = F.max(place).over(Window.partitionBy("side", *KEY, "k"))
+    return (records.where(~mine).withColumn("kept", F.lit(True))
+            .unionByName(records.where(mine).withColumn("kept", place == newest))
+            .drop("k"))
+
+
+def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split):
+    """(side 's', remote_topic, partition, d = the claimed remote offset, u, digest)."""
+    runs = spark.createDataFrame(
+        _bucketed([(r.topic, r.partition, lo, hi, delta) for r in ranges
+                   for lo, hi, delta in _runs(r)], 2, 3),
+        "topic string, partition int, lo long, hi long, delta long, bucket long")
+    frame = read_ranges(spark, config.cluster(flow.source),
+                        [(r.topic, r.partition, r.start, r.end) for r in ranges], split)
+    remote = F.create_map(*[F.lit(x) for pair in remote_of.items() for x in pair])
+    records = frame.select(
+        "topic", "partition", F.col("offset").alias("u"),
+        remote[F.col("topic")].alias("remote_topic"),
+        _digest(F, ~_in(remote[F.col("topic")], no_timestamps, F)).alias("digest"),
+        F.col("key").alias("k"), F.floor(F.col("offset") / BUCKET).alias("bucket"))
+    joined = records.join(
+        F.broadcast(runs.withColumnRenamed("topic", "run_topic")
+                    .withColumnRenamed("partition", "run_partition")
+                    .withColumnRenamed("bucket", "run_bucket")),
+        (F.col("topic") == F.col("run_topic")) & (F.col("partition") == F.col("run_partition"))
+        & (F.col("bucket") == F.col("run_bucket")) & (F.col("u") >= F.col("lo"))
+        & (F.col("u") < F.col("hi")), "left")
+    return joined.select(F.lit("s").alias("side"), "remote_topic", "partition",
+                         (F.col("u") + F.col("delta")).alias("d"), "u", "digest", "k")
+
+
+def _target_side(spark, F, config, flow, regions, no_timestamps, split):
+    """(side 't' own / 'o' another flow's / 'f' foreign, remote_topic, partition, d, u
+    null, digest)."""
+    owners = spark.createDataFrame(
+        _bucketed([(r.remote_topic, r.partition, first, last + 1, owner)
+                   for r in regions for owner, spans in (("t", r.own), ("o", r.others))
+                   for first, last in spans if last >= r.start and first < r.end], 2, 3),
+        "owner_topic string, owner_partition int, lo long, hi long, owner string, "
+        "owner_bucket long")
+    # What a read_committed consumer sees: a zombie's aborted writes are not there.
+    frame = read_ranges(spark, config.cluster(flow.target),
+                        [(r.remote_topic, r.partition, r.start, r.end) for r in regions], split,
+                        "read_committed")
+    records = frame.select(
+        F.col("topic").alias("remote_topic"), "partition", F.col("offset").alias("d"),
+        _digest(F, ~_in(F.col("topic"), no_timestamps, F)).alias("digest"),
+        F.col("key").alias("k"), F.floor(F.col("offset") / BUCKET).alias("bucket"))
+    joined = records.join(
+        F.broadcast(owners),
+        (F.col("remote_topic") == F.col("owner_topic"))
+        & (F.col("partition") == F.col("owner_partition"))
+        & (F.col("bucket") == F.col("owner_bucket")) & (F.col("d") >= F.col("lo"))
+        & (F.col("d") < F.col("hi")), "left")
+    return joined.select(F.coalesce("owner", F.lit("f")).alias("side"), "remote_topic",
+                         "partition", "d", F.lit(None).cast("long").alias("u"), "digest", "k")
+
+
+def _diagnose(spark, F, records, keys: list[tuple[str, int]]) -> dict[tuple[str, int], dict]:
+    """For partitions whose aggregates differ: the multiset (missing, duplicated, altered
+    records), the records not where the spans claim, and the first difference."""
+    wanted = F.broadcast(spark.createDataFrame(keys, "remote_topic string, partition int"))
+    mine = records.join(wanted, KEY).where(F.col("side").isin("s", "t"))
+    source = mine.where(F.col("side") == "s").select(
+        F.col("remote_topic").alias("s_topic"), F.col("partition").alias("s_partition"),
+        F.col("d").alias("s_d"), F.col("u").alias("s_u"), F.col("digest").alias("s_digest"))
+    target = mine.where(F.col("side") == "t").select(
+        F.col("remote_topic").alias("t_topic"), F.col("partition").alias("t_partition"),
+        F.col("d").alias("t_d"), F.col("digest").alias("t_digest"))
+    pairs = source.join(target, (F.col("s_topic") == F.col("t_topic"))
+                        & (F.col("s_partition") == F.col("t_partition"))
+                        & (F.col("s_d") == F.col("t_d")), "full_outer").select(
+        F.coalesce("s_topic", "t_topic").alias("remote_topic"),
+        F.coalesce("s_partition", "t_partition").alias("partition"),
+        "s_u", "s_d", "t_d", "s_digest", "t_digest")
+    bad = ~F.col("s_digest").eqNullSafe(F.col("t_digest"))
+    order = pairs.groupBy(*KEY).agg(
+        F.sum(bad.cast("long")).alias("misplaced"),
+        F.min(F.when(bad, F.struct(F.coalesce("s_d", "t_d").alias("at"), "s_u", "t_d"))
+              ).alias("first_bad"))
+    counts = (source.groupBy(F.col("s_topic").alias("remote_topic"),
+                             F.col("s_partition").alias("partition"),
+                             F.col("s_digest").alias("digest")).agg(F.count("*").alias("s_n"))
+              .join(target.groupBy(F.col("t_topic").alias("remote_topic"),
+                                   F.col("t_partition").alias("partition"),
+                                   F.col("t_digest").alias("digest")).agg(
+                  F.count("*").alias("t_n")), [*KEY, "digest"], "full_outer")
+              .fillna(0, ["s_n", "t_n"]))
+    multiset = counts.groupBy(*KEY).agg(
+        F.sum(F.greatest(F.col("s_n") - F.col("t_n"), F.lit(0))).alias("missing"),
+        F.sum(F.when(F.col("s_n") > 0, F.greatest(F.col("t_n") - F.col("s_n"), F.lit(0)))
+              .otherwise(0)).alias("duplicates"),
+        F.sum(F.when(F.col("s_n") == 0, F.col("t_n")).otherwise(0)).alias("altered"))
+    out = {}
+    for row in order.join(multiset, KEY, "left").collect():
+        first = row["first_bad"]
+        out[(row["remote_topic"], row["partition"])] = {
+            "misplaced": int(row["misplaced"] or 0), "missing": int(row["missing"] or 0),
+            "duplicates": int(row["duplicates"] or 0), "altered": int(row["altered"] or 0),
+            "first_bad_source_offset": first["s_u"] if first else None,
+            "first_bad_target_offset": first["t_d"] if first else None}
+    return out

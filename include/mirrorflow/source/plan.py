@@ -1,0 +1,373 @@
+"""Planning a run: which offset ranges of which source partitions to mirror.
+
+A plan is stored on the target cluster before any record moves, in the compacted topic
+``mirrorflow-plans.{source}.internal``. While a plan is pending (not yet committed), every
+new attempt, whether an Airflow retry or the next ``mirrorflow run``, finishes that same
+plan instead of making a new one. So the ranges a retry reads are exactly the ranges the
+failed attempt read, and each range's ``target_start`` (the remote partition's end when the
+plan was made, i.e. while the target held exactly the committed data) tells the writer
+where this plan's records begin on the target.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+
+from mirrorflow.config.model import ClusterConfig, FlowConfig, MirrorConfig
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.kafka import clients
+from mirrorflow.kafka.internal_topics import CompactedTopic
+from mirrorflow.kafka.watermarks import probe_watermarks
+from mirrorflow.lease import check_held
+from mirrorflow.source import topic_sync
+from mirrorflow.source.offsets import OffsetStore
+
+log = logging.getLogger(__name__)
+
+TopicPart = tuple[str, int]
+PENDING_KEY = b"pending"
+KEEP_PLANS = 20
+
+
+class PlanError(MirrorflowError):
+    """The run cannot be planned; the message names the topic, partition or cluster."""
+
+
+class DataLossError(PlanError):
+    """Records not yet mirrored were removed from the source (retention, truncation)."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """Upstream offsets [start, end) of one source partition, and where they go."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    remote_topic: str
+    target_start: int
+    max_message_bytes: int | None = None  # the remote topic's max.message.bytes
+
+    @property
+    def size(self) -> int:
+        """Offsets in the range (records, plus any gaps of compaction or markers)."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Offsets [start, end) that retention removed before they were mirrored."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One run's ranges, stored before any record moves."""
+
+    plan_id: str
+    flow: str
+    run_id: str
+    created_ms: int
+    ranges: tuple[Range, ...]
+    gaps: tuple[Gap, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Plan:
+        doc = json.loads(text)
+        return cls(
+            plan_id=doc["plan_id"], flow=doc["flow"], run_id=doc["run_id"],
+            created_ms=doc["created_ms"],
+            ranges=tuple(Range(**r) for r in doc["ranges"]),
+            gaps=tuple(Gap(**g) for g in doc.get("gaps", ())),
+        )
+
+    @property
+    def offsets(self) -> int:
+        """Offsets the ranges span (records, plus any compaction holes or markers)."""
+        return sum(r.size for r in self.ranges)
+
+    @property
+    def positions(self) -> dict[TopicPart, int]:
+        """Positions to commit once the plan is mirrored: the last offset of every range,
+        or the last offset of a recorded gap where nothing was left to mirror after it."""
+        positions = {(g.topic, g.partition): g.end - 1 for g in self.gaps}
+        positions.update({(r.topic, r.partition): r.end - 1 for r in self.ranges})
+        return positions
+
+
+def plans_topic(source_alias: str) -> str:
+    return f"mirrorflow-plans.{source_alias}.internal"
+
+
+class PlanStore:
+    """Plans and their results, on the target cluster, per source cluster."""
+
+    def __init__(self, config: MirrorConfig, flow: FlowConfig):
+        self.topic = CompactedTopic(config.cluster(flow.target), plans_topic(flow.source), 1,
+                                    flow.get("replication.factor"))
+
+    def pending(self) -> Plan | None:
+        entries = self.topic.read()
+        plan_id = entries.get(PENDING_KEY)
+        if plan_id is None:
+            return None
+        text = entries.get(b"plan/" + plan_id)
+        if text is None:
+            log.warning("%s: pending plan %s has no record; planning anew",
+                        self.topic.topic, plan_id.decode())
+            return None
+        return self._parse(plan_id.decode(), text)
+
+    def _parse(self, plan_id: str, text: bytes) -> Plan:
+        """A stored plan; a malformed one is an error naming it, not a traceback: which
+        records its attempt wrote is unknown, so planning anew could write them twice."""
+        try:
+            return Plan.from_json(text)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PlanError(
+                f"plan {plan_id!r} in {self.topic.topic} on cluster "
+                f"{self.topic.cluster.alias!r} is malformed ({type(exc).__name__}: {exc}); "
+                f"check the remote topics against the source, then reset the flow's "
+                f"positions (mirrorflow reset) to continue") from None
+
+    def save(self, plan: Plan) -> None:
+        """Store the plan and mark it pending, in that order."""
+        check_held()
+        self.topic.ensure()
+        self.topic.write([(b"plan/" + plan.plan_id.encode(), plan.to_json().encode()),
+                          (PENDING_KEY, plan.plan_id.encode())])
+
+    def load(self, plan_id: str) -> Plan:
+        text = self.topic.read().get(b"plan/" + plan_id.encode())
+        if text is None:
+            raise PlanError(f"plan {plan_id!r} is not in {self.topic.topic} on cluster "
+                            f"{self.topic.cluster.alias!r}")
+        return self._parse(plan_id, text)
+
+    def save_result(self, plan_id: str, result: dict) -> None:
+        check_held()
+        self.topic.write([(b"result/" + plan_id.encode(), json.dumps(result).encode())])
+
+    def save_empty_result(self, plan_id: str) -> None:
+        """The result of a plan with no ranges, stored where no Spark job runs for it."""
+        self.save_result(plan_id, {"plan_id": plan_id, "ranges": []})
+
+    def result(self, plan_id: str) -> dict | None:
+        text = self.topic.read().get(b"result/" + plan_id.encode())
+        return json.loads(text) if text is not None else None
+
+    def save_validation(self, plan_id: str, validation: dict) -> None:
+        self.topic.write([(b"validation/" + plan_id.encode(),
+                           json.dumps(validation).encode())])
+
+    def validation(self, plan_id: str) -> dict | None:
+        text = self.topic.read().get(b"validation/" + plan_id.encode())
+        return json.loads(text) if text is not None else None
+
+    def last_synced(self, kind: str) -> int | None:
+        """When metadata of ``kind`` (configs, acls) was last synced, epoch ms."""
+        text = self.topic.read().get(b"synced/" + kind.encode())
+        return int(text) if text is not None and text.isdigit() else None
+
+    def mark_synced(self, kind: str, at_ms: int) -> None:
+        self.topic.ensure()
+        self.topic.write([(b"synced/" + kind.encode(), str(at_ms).encode())])
+
+    def mark_committed(self, plan: Plan) -> None:
+        """Clear the pending mark (if it is still this plan's) and drop all but the newest
+        plans and results; malformed stored plans are dropped with a warning."""
+        check_held()
+        entries = self.topic.read()
+        stored, malformed = [], []
+        for key, value in entries.items():
+            if key.startswith(b"plan/"):
+                try:
+                    stored.append(Plan.from_json(value))
+                except (ValueError, KeyError, TypeError):
+                    log.warning("%s: malformed record %s dropped", self.topic.topic, key)
+                    malformed.append(key[len(b"plan/"):])
+        stored.sort(key=lambda p: p.created_ms)
+        old = [p.plan_id.encode() for p in stored[:-KEEP_PLANS]] + malformed
+        pending = [(PENDING_KEY, None)] if entries.get(PENDING_KEY) == plan.plan_id.encode() \
+            else []
+        self.topic.write(pending
+                         + [(b"plan/" + i, None) for i in old]
+                         + [(prefix + i, None) for i in old
+                            for prefix in (b"result/", b"validation/")])
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def _source_metadata(config: MirrorConfig, flow: FlowConfig):
+    source = config.cluster(flow.source)
+    try:
+        return clients.admin_client(source).list_topics(timeout=10)
+    except Exception as exc:
+        raise PlanError(f"source cluster {flow.source!r} ({source.bootstrap_servers}) is not "
+                        f"reachable: {exc}") from None
+
+
+def discover_topics(config: MirrorConfig, flow: FlowConfig) -> dict[str, int]:
+    """Source topics the flow mirrors, with their partition counts."""
+    metadata = _source_metadata(config, flow)
+    selected = flow.topic_filter().select(metadata.topics)
+    return {t: len(metadata.topics[t].partitions) for t in selected
+            if metadata.topics[t].error is None}
+
+
+def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[str, int],
+                         create: bool = True) -> dict[str, str]:
+    """Create missing remote topics (same partition count, the source's configs) and grow
+    remote topics with fewer partitions than their source, as MM2 does; source topic ->
+    remote topic. With ``create=False`` (a dry run) nothing is created or grown."""
+    from confluent_kafka.admin import NewTopic
+
+    policy = flow.policy()
+    remote = {t: policy.format_remote_topic(flow.source, t) for t in topics}
+    target = config.cluster(flow.target)
+    admin = clients.admin_client(target)
+    existing = admin.list_topics(timeout=20).topics
+    current = {name: len(existing[name].partitions) for name in remote.values()
+               if name in existing}
+    grow = topic_sync.partition_increases(topics, current, remote)
+    if grow and not create:
+        log.info("a run would grow %s", ", ".join(f"{t} to {n} partitions"
+                                                 for t, n in grow.items()))
+    elif grow:
+        try:
+            topic_sync.add_partitions(target, grow, current)
+        except topic_sync.MetadataSyncError as exc:
+            raise PlanError(str(exc)) from None
+    missing = [t for t in topics if remote[t] not in existing]
+    if not missing or not create:
+        return remote
+    configs = (topic_sync.source_topic_configs(config, flow, missing)
+               if flow.get("sync.topic.configs.enabled") else {})
+    new = [NewTopic(remote[t], num_partitions=topics[t],
+                    replication_factor=flow.get("replication.factor"),
+                    config=configs.get(t, {})) for t in missing]
+    check_held()
+    for name, future in admin.create_topics(new, operation_timeout=30).items():
+        try:
+            future.result(timeout=30)
+        except Exception as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise PlanError(f"cannot create remote topic {name!r} on cluster "
+                                f"{flow.target!r}: {exc}") from None
+    log.info("created remote topics on %s: %s", flow.target, ", ".join(remote[t] for t in missing))
+    return remote
+
+
+def _max_message_bytes(target: ClusterConfig, topics: list[str]) -> dict[str, int]:
+    """Each remote topic's max.message.bytes: the writer's limit per record batch, so that
+    a larger record fails naming its offset before anything of it is sent."""
+    limits = {}
+    for topic, entries in topic_sync.describe_configs(target, topics).items():
+        entry = entries.get("max.message.bytes")
+        if entry is not None and entry.value and entry.value.isdigit():
+            limits[topic] = int(entry.value)
+    return limits
+
+
+def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
+               only_topics: Iterable[str] | None = None,
+               max_records: int | None = None, dry_run: bool = False) -> Plan:
+    """Plan every source partition from its committed position to its end (for the
+    source's isolation level); ``only_topics`` narrows the flow's topics (its heartbeat
+    topics always stay in). A dry run writes nothing: no remote topic is created."""
+    topics = discover_topics(config, flow)
+    if only_topics is not None:
+        # Heartbeat topics stay in, as MM2 always replicates them: the run's sensor waits
+        # for the heartbeat this very plan carries.
+        policy = flow.policy()
+        wanted = set(only_topics)
+        topics = {t: n for t, n in topics.items()
+                  if t in wanted or policy.is_heartbeats_topic(t)}
+    remote = ensure_remote_topics(config, flow, topics, create=not dry_run)
+    cap = min(max_records or flow.get("mirrorflow.max.records.per.partition"),
+              flow.get("mirrorflow.max.records.per.partition"))
+    source_parts = [(t, p) for t, n in topics.items() for p in range(n)]
+    source = config.cluster(flow.source)
+    source_marks = probe_watermarks(source, source_parts, source.isolation_level())
+    target = config.cluster(flow.target)
+    existing = set(clients.admin_client(target).list_topics(timeout=10).topics)
+    target_marks = probe_watermarks(target, [(remote[t], p) for t, p in source_parts
+                                             if remote[t] in existing])
+    limits = _max_message_bytes(target, [remote[t] for t in topics if remote[t] in existing])
+    committed = OffsetStore(config.cluster(flow.target), flow.source,
+                            flow.get("replication.factor")).positions()
+    ranges: list[Range] = []
+    gaps: list[Gap] = []
+    for topic, partition in source_parts:
+        marks = source_marks[(topic, partition)]
+        position = committed.get((topic, partition))
+        start = marks.low if position is None else position + 1
+        if start > marks.high:
+            raise PlanError(
+                f"source {topic}[{partition}] ends at offset {marks.high} but offset "
+                f"{start - 1} was already mirrored: the topic was recreated or truncated; "
+                f"reset the flow's position for this topic to mirror it again")
+        if start < marks.low:
+            gap = Gap(topic, partition, start, marks.low)
+            if flow.get("failOnDataLoss"):
+                raise DataLossError(
+                    f"source {topic}[{partition}]: offsets {gap.start}..{gap.end - 1} were "
+                    f"removed by retention before they were mirrored; set "
+                    f"{flow.name}.failOnDataLoss = false to skip them")
+            log.warning("data loss on %s[%d]: offsets %d..%d skipped", topic, partition,
+                        gap.start, gap.end - 1)
+            gaps.append(gap)
+            start = marks.low
+        end = min(marks.high, start + cap)
+        if end > start:
+            target_end = target_marks.get((remote[topic], partition))
+            ranges.append(Range(topic, partition, start, end, remote[topic],
+                                target_end.high if target_end else 0,
+                                limits.get(remote[topic])))
+    return Plan(
+        plan_id=f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}",
+        flow=flow.name, run_id=run_id, created_ms=int(time.time() * 1000),
+        ranges=tuple(ranges), gaps=tuple(gaps),
+    )
+
+
+def _without_deleted_topics(config: MirrorConfig, flow: FlowConfig, store: PlanStore,
+                            plan: Plan) -> Plan:
+    """The pending plan minus the ranges of source topics deleted since it was made (their
+    reads can never finish); the plan is stored again, so the drop is on record."""
+    present = _source_metadata(config, flow).topics
+    gone = sorted({r.topic for r in plan.ranges} - set(present))
+    if not gone:
+        return plan
+    log.warning("source topics deleted since plan %s was made, dropped from it (their "
+                "positions stay, so a recreated topic is detected): %s", plan.plan_id,
+                ", ".join(gone))
+    kept = replace(plan, ranges=tuple(r for r in plan.ranges if r.topic not in gone))
+    store.save(kept)
+    return kept
+
+
+def plan_run(config: MirrorConfig, flow: FlowConfig, run_id: str, **limits) -> tuple[Plan, bool]:
+    """The pending plan if there is one (resumed), else a new stored plan. (plan, resumed)."""
+    store = PlanStore(config, flow)
+    pending = store.pending()
+    if pending is not None:
+        log.info("resuming pending plan %s of run %s", pending.plan_id, pending.run_id)
+        return _without_deleted_topics(config, flow, store, pending), True
+    plan = build_plan(config, flow, run_id, **limits)
+    store.save(plan)
+    return plan, False
