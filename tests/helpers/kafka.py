@@ -70,9 +70,15 @@ def settle(bootstrap: str, topic: str, partition: int, timeout: float = 3.0) -> 
     tp = TopicPartition(topic, partition)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ends = [admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level)[tp]
-                .result(10).offset
-                for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED)]
+        try:
+            ends = [admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level)[tp]
+                    .result(10).offset for level in (IsolationLevel.READ_COMMITTED,
+                                                     IsolationLevel.READ_UNCOMMITTED)]
+        except KafkaException as exc:  # a topic just created: its leader not known yet
+            if exc.args[0].code() not in (KafkaError.NOT_LEADER_FOR_PARTITION,
+                                          KafkaError.LEADER_NOT_AVAILABLE):
+                raise
+            ends = [0, 1]
         if ends[0] == ends[1]:
             return
         time.sleep(0.05)
