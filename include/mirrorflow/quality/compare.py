@@ -6,7 +6,10 @@ is left out where the remote topic stamps its own, ``LogAppendTime``).
 
 * Each **source** record of a range gets the remote offset the mirror's spans say it went
   to: its upstream offset plus the distance of the sync run it falls in (a broadcast join
-  on a bucket of offsets, so each record meets one or two runs).
+  on a bucket of offsets, so each record meets one or two runs). A range whose offsets
+  were contiguous and written whole by one attempt is not read again: its writer
+  aggregated the digests the mirror's read computed with the remote offsets it got
+  (:mod:`mirrorflow.quality.digests`), and the source log at those offsets is immutable.
 * Each **target** record of the remote partition's unverified region gets its owner: the
   flow's own spans (this plan's records), another flow's spans (fan-in), or none: a
   foreign record.
@@ -27,9 +30,10 @@ misplaced and where the first difference is.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
+from mirrorflow.quality.digests import record_digest
 from mirrorflow.spark.kafka_source import read_ranges
 
 BUCKET = 1 << 16  # offsets per join bucket
@@ -46,6 +50,7 @@ class RangeCheck:
     start: int
     end: int
     syncs: tuple[tuple[int, int], ...]  # (upstream, downstream) where the distance changes
+    written: dict | None = None  # the writer's aggregates (digests.RangeDigest.summary)
 
 
 @dataclass(frozen=True)
@@ -119,18 +124,6 @@ def _bucketed(rows: Iterable[tuple], lo_index: int, hi_index: int) -> list[tuple
     return out
 
 
-def _digest(F, with_timestamp):
-    """A record's digest; ``with_timestamp`` (a boolean column) says whether its
-    timestamp counts. Spark's hash skips nulls, so nullness is hashed too. Headers are
-    hashed as their JSON (a null value left out, so told from an empty one): cheaper than
-    hashing the nested column (see ``kafka_source.for_writer``)."""
-    headers = F.to_json("headers")
-    flags = [F.col("key").isNull(), F.col("value").isNull(), F.col("headers").isNull()]
-    return F.when(with_timestamp,
-                  F.xxhash64("key", "value", headers, "timestamp", *flags)).otherwise(
-        F.xxhash64("key", "value", headers, *flags))
-
-
 def _in(column, values: Iterable[str], F):
     """``column IN values``, false for no values."""
     values = sorted(set(values))
@@ -151,8 +144,17 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
                                              for r in regions}
     sides = []
     remote_of = {r.topic: r.remote_topic for r in ranges}
-    if ranges:
-        sides.append(_source_side(spark, F, config, flow, ranges, remote_of, no_timestamps,
+    # Ranges whose writer gave the source side's aggregates are not read again (not on
+    # compacted topics, where only the newest record of a key counts).
+    written = {(r.remote_topic, r.partition): r.written for r in ranges
+               if r.written and r.remote_topic not in compacted}
+    for key, w in written.items():
+        digest = w["xor_no_ts"] if key[0] in no_timestamps else w["xor"]
+        out.setdefault(key, Compared()).source = Counts(w["records"], digest, w["first"],
+                                                        w["last"])
+    unread = [r for r in ranges if (r.remote_topic, r.partition) not in written]
+    if unread:
+        sides.append(_source_side(spark, F, config, flow, unread, remote_of, no_timestamps,
                                   split_records))
     readable = [r for r in regions if r.end > r.start]
     if readable:
@@ -182,6 +184,14 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
         item.target.records = (item.target.compared + item.source.records
                                - item.source.compared)
     unequal = [key for key, item in out.items() if not item.equal]
+    again = [key for key in unequal if key in written]
+    if again:  # to name what differs, read those ranges' source records after all
+        out.update(compare(
+            spark, config, flow,
+            [replace(r, written=None) for r in ranges if (r.remote_topic, r.partition) in again],
+            [r for r in regions if (r.remote_topic, r.partition) in again], no_timestamps,
+            split_records, compacted))
+        unequal = [key for key in unequal if key not in written]
     if unequal:
         for key, found in _diagnose(spark, F, records.where(kept), unequal).items():
             for name, value in found.items():
@@ -217,7 +227,7 @@ def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split
     records = frame.select(
         "topic", "partition", F.col("offset").alias("u"),
         remote[F.col("topic")].alias("remote_topic"),
-        _digest(F, ~_in(remote[F.col("topic")], no_timestamps, F)).alias("digest"),
+        record_digest(F, ~_in(remote[F.col("topic")], no_timestamps, F)).alias("digest"),
         F.col("key").alias("k"), F.floor(F.col("offset") / BUCKET).alias("bucket"))
     joined = records.join(
         F.broadcast(runs.withColumnRenamed("topic", "run_topic")
@@ -245,7 +255,7 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split):
                         "read_committed")
     records = frame.select(
         F.col("topic").alias("remote_topic"), "partition", F.col("offset").alias("d"),
-        _digest(F, ~_in(F.col("topic"), no_timestamps, F)).alias("digest"),
+        record_digest(F, ~_in(F.col("topic"), no_timestamps, F)).alias("digest"),
         F.col("key").alias("k"), F.floor(F.col("offset") / BUCKET).alias("bucket"))
     joined = records.join(
         F.broadcast(owners),

@@ -287,7 +287,8 @@ def scope(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
         if (r.topic, r.partition) in sampled:
             own[rp] = spans
             out.ranges.append(RangeCheck(r.topic, r.partition, r.remote_topic, r.start, r.end,
-                                         tuple(tuple(s) for s in done.get("syncs", []))))
+                                         tuple(tuple(s) for s in done.get("syncs", [])),
+                                         done.get("source_digest")))
             out.verdicts[rp].verified = True
         else:
             ignore[rp] = spans

@@ -41,6 +41,7 @@ from typing import Any
 from mirrorflow.config.model import ClusterConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
+from mirrorflow.quality.digests import RangeDigest
 from mirrorflow.source import ledger
 
 log = logging.getLogger(__name__)
@@ -174,6 +175,9 @@ class RangeResult:
     # The span records this attempt committed (their JSON): the driver need not wait for
     # the transaction markers to reach the spans topic before it reads it.
     spans: list[str] = field(default_factory=list)
+    # The proof's source-side aggregates, when this attempt wrote the whole range from
+    # contiguous offsets (digests.RangeDigest.summary).
+    source_digest: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -211,6 +215,7 @@ class PartitionWriter:
         self._uncommitted = TimestampStats()
         self._opened = 0.0
         self._fatal = None  # librdkafka's fatal error (a newer writer fenced this one)
+        self._digest = RangeDigest(task.start)
 
     @property
     def where(self) -> str:
@@ -261,6 +266,7 @@ class PartitionWriter:
         if resume is not None and resume.plan_id == self.task.plan_id:
             self._next = max(resume.next_upstream, self.task.start)
         self.result.resumed_from = self._next
+        self._digest.usable = self._next == self.task.start
         if self._next > self.task.start:
             log.info("%s: resuming at upstream offset %d (earlier attempts wrote %d..%d)",
                      self.where, self._next, self.task.start, self._next - 1)
@@ -305,6 +311,7 @@ class PartitionWriter:
         self.result.record_age_ms = self._age.summary()
         self.result.replication_latency_ms = self._latency.summary()
         self.result.write_seconds = round(time.monotonic() - self._opened, 3)
+        self.result.source_digest = self._digest.summary(self.task.end)
         return self.result
 
     def abort(self) -> None:
@@ -425,6 +432,8 @@ class PartitionWriter:
                 self._commit_position_without_transaction(position)
         except KafkaException as exc:
             raise self._transaction_failed(exc.args[0]) from None
+        for piece in self._txn:
+            self._digest.add(piece.upstream, piece.downstream(), piece.batch)
         for span in spans:
             self.result.spans.append(span.value().decode())
             self.result.records_written += span.records

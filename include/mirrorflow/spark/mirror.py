@@ -19,6 +19,7 @@ from mirrorflow.config.model import FlowConfig, MirrorConfig, parse_config
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
+from mirrorflow.quality import digests
 from mirrorflow.source import ledger
 from mirrorflow.source.history import merge_spans
 from mirrorflow.source.plan import Plan
@@ -73,7 +74,9 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
     if reads:
         _check_topics_exist(source, {t for t, *_ in reads})
         ledger.spans_store(target, flow.source, flow.get("replication.factor")).ensure()
-        frame = for_writer(read_ranges(spark, source, reads))
+        from pyspark.sql import functions as F
+
+        frame = for_writer(read_ranges(spark, source, reads), *digests.writer_columns(F))
         write = functools.partial(write_partitions, config.text, flow.source, flow.target,
                                   pending)
         try:
@@ -138,7 +141,8 @@ def plan_result(config: MirrorConfig, flow: FlowConfig, plan: Plan,
             "transactional": done.get("transactional", True),
             "record_age_ms": done.get("record_age_ms"),
             "replication_latency_ms": done.get("replication_latency_ms"),
-            "write_seconds": done.get("write_seconds", 0.0)})
+            "write_seconds": done.get("write_seconds", 0.0),
+            "source_digest": done.get("source_digest")})
     return {"plan_id": plan.plan_id, "ranges": ranges}
 
 

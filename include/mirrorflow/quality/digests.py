@@ -1,0 +1,119 @@
+"""A record's digest and its placement hash, alike in Spark SQL and in numpy.
+
+The proof (:mod:`mirrorflow.quality.compare`) aggregates per range
+``bit_xor(xxhash64(digest, remote offset))``. The mirror's Spark task computes each
+record's digest in the JVM as it reads the record (:func:`record_digest`), and its writer,
+which learns every record's remote offset, adds the placement hash in numpy
+(:class:`RangeDigest`): Spark's ``xxhash64`` of two longs is XXH64's ``hashLong`` chained
+from seed 42, reproduced here bit for bit. Where a range's offsets are contiguous and one
+attempt wrote all of it, the writer's aggregates are the source side's, and the proof
+reads only the target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+SEED = np.uint64(42)  # Spark's seed for xxhash64
+_P1 = np.uint64(0x9E3779B185EBCA87)
+_P2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_P3 = np.uint64(0x165667B19E3779F9)
+_P4 = np.uint64(0x85EBCA77C2B2AE63)
+_P5 = np.uint64(0x27D4EB2F165667C5)
+
+
+def record_digest(F, with_timestamp):
+    """A record's digest (Spark SQL); ``with_timestamp`` (a boolean column) says whether
+    its timestamp counts. Spark's hash skips nulls, so nullness is hashed too. Headers
+    are hashed as their JSON (a null value left out, so told from an empty one): cheaper
+    than hashing the nested column (see ``kafka_source.for_writer``)."""
+    flags = [F.col("key").isNull(), F.col("value").isNull(), F.col("headers").isNull()]
+    headers = F.to_json("headers")
+    return F.when(with_timestamp,
+                  F.xxhash64("key", "value", headers, "timestamp", *flags)).otherwise(
+        F.xxhash64("key", "value", headers, *flags))
+
+
+def writer_columns(F) -> list:
+    """The digests the mirror's read hands its writer: with and without the timestamp
+    (whether the remote topic keeps timestamps is the proof's to decide)."""
+    return [record_digest(F, F.lit(True)).alias("digest"),
+            record_digest(F, F.lit(False)).alias("digest_no_ts")]
+
+
+def _rotl(x: np.ndarray, bits: int) -> np.ndarray:
+    return (x << np.uint64(bits)) | (x >> np.uint64(64 - bits))
+
+
+def _hash_long(values: np.ndarray, seed) -> np.ndarray:
+    """XXH64 ``hashLong`` of each uint64 value (Spark's ``XXH64.hashLong``)."""
+    with np.errstate(over="ignore"):
+        h = seed + _P5 + np.uint64(8)
+        h = h ^ (_rotl(values * _P2, 31) * _P1)
+        h = _rotl(h, 27) * _P1 + _P4
+        h = h ^ (h >> np.uint64(33))
+        h = h * _P2
+        h = h ^ (h >> np.uint64(29))
+        h = h * _P3
+        return h ^ (h >> np.uint64(32))
+
+
+def placement_hashes(digests: np.ndarray, downstream: np.ndarray) -> np.ndarray:
+    """Spark's ``xxhash64(digest, d)`` of each record (int64 arrays in, int64 out)."""
+    first = _hash_long(np.ascontiguousarray(digests, dtype=np.int64).view(np.uint64), SEED)
+    placed = _hash_long(np.ascontiguousarray(downstream, dtype=np.int64).view(np.uint64), first)
+    return placed.view(np.int64)
+
+
+def xor_of(hashes: np.ndarray) -> int:
+    return int(np.bitwise_xor.reduce(hashes)) if len(hashes) else 0
+
+
+@dataclass
+class RangeDigest:
+    """The proof's source-side aggregates of one range, from the records as written: the
+    count, both placement-hash xors, the first and last remote offsets, and whether the
+    upstream offsets were contiguous from the range's start (else nothing can be told
+    about records the read may have missed, and the proof reads the source)."""
+
+    start: int
+    records: int = 0
+    xor: int = 0
+    xor_no_ts: int = 0
+    first: int | None = None
+    last: int | None = None
+    next_upstream: int | None = None
+    usable: bool = True
+
+    def __post_init__(self) -> None:
+        if self.next_upstream is None:
+            self.next_upstream = self.start
+
+    def add(self, upstream: np.ndarray, downstream: np.ndarray, batch) -> None:
+        """Records of one committed slice (``batch`` with the digest columns)."""
+        n = len(upstream)
+        if not self.usable or n == 0:
+            return
+        names = batch.schema.names
+        if ("digest" not in names or "digest_no_ts" not in names
+                or int(upstream[0]) != self.next_upstream
+                or int(upstream[-1]) - int(upstream[0]) != n - 1):
+            self.usable = False
+            return
+        self.records += n
+        self.xor ^= xor_of(placement_hashes(batch.column("digest").to_numpy(), downstream))
+        self.xor_no_ts ^= xor_of(placement_hashes(batch.column("digest_no_ts").to_numpy(),
+                                                  downstream))
+        low, high = int(downstream.min()), int(downstream.max())
+        self.first = low if self.first is None else min(self.first, low)
+        self.last = high if self.last is None else max(self.last, high)
+        self.next_upstream = int(upstream[-1]) + 1
+
+    def summary(self, end: int) -> dict | None:
+        """The aggregates when every offset of ``[start, end)`` was written here."""
+        if not self.usable or self.next_upstream != end or not self.records:
+            return None
+        return {k: v for k, v in asdict(self).items()
+                if k in ("records", "xor", "xor_no_ts", "first", "last")}
