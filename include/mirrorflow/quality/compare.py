@@ -22,7 +22,9 @@ Per range, count and ``bit_xor(xxhash64(digest, remote offset))`` over the sourc
 records and over the flow's own target records are equal exactly when every source
 record sits at the remote offset claimed for it, with equal content, and nothing else
 sits in the flow's spans (up to a 64-bit hash collision). So equal aggregates prove a
-range, and prove its offset syncs too. Only a range whose aggregates differ is joined
+range, and, where the source was read, its offset syncs too (a range aggregated by its
+writer places records at the remote offsets they got, from which its syncs were derived).
+Only a range whose aggregates differ is joined
 record by record, on the remote offset, to name what is missing, duplicated, altered or
 misplaced and where the first difference is.
 """

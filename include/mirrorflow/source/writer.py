@@ -266,7 +266,6 @@ class PartitionWriter:
         if resume is not None and resume.plan_id == self.task.plan_id:
             self._next = max(resume.next_upstream, self.task.start)
         self.result.resumed_from = self._next
-        self._digest.usable = self._next == self.task.start
         if self._next > self.task.start:
             log.info("%s: resuming at upstream offset %d (earlier attempts wrote %d..%d)",
                      self.where, self._next, self.task.start, self._next - 1)
