@@ -116,3 +116,12 @@ def test_one_mib_values_survive_the_mirror_exactly(spark, two_clusters, tmp_path
     assert [(r["topic"], r["records"], r["records_written"]) for r in result["ranges"]] == [
         ("blobs", 6, 6)]
     assert read_partition(b, "a.blobs", 0) == read_partition(a, "blobs", 0) == big
+
+
+def test_read_defaults_yield_to_the_clusters_own_settings() -> None:
+    cluster = parse_config("clusters = a\na.bootstrap.servers = a:9092\n"
+                           "a.consumer.max.partition.fetch.bytes = 1048576\n").cluster("a")
+    options = kafka_options(cluster)
+    assert options["kafka.max.partition.fetch.bytes"] == "1048576"
+    assert (options["kafka.receive.buffer.bytes"], options["kafka.fetch.max.wait.ms"]) == \
+        ("-1", "10")

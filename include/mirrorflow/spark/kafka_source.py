@@ -35,13 +35,19 @@ OffsetRange = tuple[str, int, int, int]  # topic, partition, start, end (exclusi
 # broker holds it for fetch.max.wait.ms (Java's default 500 ms) per input partition:
 # measured, 8 small ranges 2.5 s -> 0.44 s. With data waiting, fetches return at once.
 FETCH_MAX_WAIT_MS = "10"
+# Bigger fetches into the socket's own (autotuned) buffer instead of the Java client's
+# 64 KiB and 1 MiB per partition: measured, 2,000,000 records of 512 B read and digested
+# in 2.45 s -> 1.95 s. The cluster's own settings, where the file has them, win.
+READ_DEFAULTS = {"kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS,
+                 "kafka.receive.buffer.bytes": "-1",
+                 "kafka.max.partition.fetch.bytes": str(8 * 1024 * 1024)}
 
 
 def kafka_options(cluster: ClusterConfig, isolation: str | None = None) -> dict[str, str]:
     """``kafka.*`` options of Spark's Kafka source for reading ``cluster`` (with the
     cluster's consumer isolation level unless ``isolation`` is given)."""
     props = clients.java_client_config(cluster, "consumer")
-    options = {"kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS,
+    options = {**READ_DEFAULTS,
                **{f"kafka.{k}": v for k, v in props.items() if k not in _SPARK_OWNED}}
     options["kafka.isolation.level"] = isolation or cluster.isolation_level()
     return options
