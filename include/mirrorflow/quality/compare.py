@@ -219,54 +219,54 @@ def _newest_per_key(F, records, compacted: set[str]):
 
 def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split):
     """(side 's', remote_topic, partition, d = the claimed remote offset, u, digest)."""
-    runs = spark.createDataFrame(
-        _bucketed([(r.topic, r.partition, lo, hi, delta) for r in ranges
-                   for lo, hi, delta in _runs(r)], 2, 3),
-        "topic string, partition int, lo long, hi long, delta long, bucket long")
     frame = read_ranges(spark, config.cluster(flow.source),
                         [(r.topic, r.partition, r.start, r.end) for r in ranges], split)
     remote = F.create_map(*[F.lit(x) for pair in remote_of.items() for x in pair])
     records = frame.select(
-        "topic", "partition", F.col("offset").alias("u"),
-        remote[F.col("topic")].alias("remote_topic"),
+        "topic", "partition", "offset", remote[F.col("topic")].alias("remote_topic"),
         record_digest(F, ~_in(remote[F.col("topic")], no_timestamps, F)).alias("digest"),
-        F.col("key").alias("k"), F.floor(F.col("offset") / BUCKET).alias("bucket"))
-    joined = records.join(
-        F.broadcast(runs.withColumnRenamed("topic", "run_topic")
-                    .withColumnRenamed("partition", "run_partition")
-                    .withColumnRenamed("bucket", "run_bucket")),
-        (F.col("topic") == F.col("run_topic")) & (F.col("partition") == F.col("run_partition"))
-        & (F.col("bucket") == F.col("run_bucket")) & (F.col("u") >= F.col("lo"))
-        & (F.col("u") < F.col("hi")), "left")
-    return joined.select(F.lit("s").alias("side"), "remote_topic", "partition",
-                         (F.col("u") + F.col("delta")).alias("d"), "u", "digest", "k")
+        F.col("key").alias("k"))
+    runs = [(r.topic, r.partition, lo, hi, delta) for r in ranges for lo, hi, delta in _runs(r)]
+    return _lookup(spark, F, records, runs, "long").select(
+        F.lit("s").alias("side"), "remote_topic", "partition",
+        (F.col("offset") + F.col("found")).alias("d"), F.col("offset").alias("u"), "digest",
+        "k")
 
 
 def _target_side(spark, F, config, flow, regions, no_timestamps, split):
     """(side 't' own / 'o' another flow's / 'f' foreign, remote_topic, partition, d, u
     null, digest)."""
-    owners = spark.createDataFrame(
-        _bucketed([(r.remote_topic, r.partition, first, last + 1, owner)
-                   for r in regions for owner, spans in (("t", r.own), ("o", r.others))
-                   for first, last in spans if last >= r.start and first < r.end], 2, 3),
-        "owner_topic string, owner_partition int, lo long, hi long, owner string, "
-        "owner_bucket long")
     # What a read_committed consumer sees: a zombie's aborted writes are not there.
     frame = read_ranges(spark, config.cluster(flow.target),
                         [(r.remote_topic, r.partition, r.start, r.end) for r in regions], split,
                         "read_committed")
     records = frame.select(
-        F.col("topic").alias("remote_topic"), "partition", F.col("offset").alias("d"),
+        "topic", "partition", "offset",
         record_digest(F, ~_in(F.col("topic"), no_timestamps, F)).alias("digest"),
-        F.col("key").alias("k"), F.floor(F.col("offset") / BUCKET).alias("bucket"))
-    joined = records.join(
-        F.broadcast(owners),
-        (F.col("remote_topic") == F.col("owner_topic"))
-        & (F.col("partition") == F.col("owner_partition"))
-        & (F.col("bucket") == F.col("owner_bucket")) & (F.col("d") >= F.col("lo"))
-        & (F.col("d") < F.col("hi")), "left")
-    return joined.select(F.coalesce("owner", F.lit("f")).alias("side"), "remote_topic",
-                         "partition", "d", F.lit(None).cast("long").alias("u"), "digest", "k")
+        F.col("key").alias("k"))
+    owners = [(r.remote_topic, r.partition, first, last + 1, owner)
+              for r in regions for owner, spans in (("t", r.own), ("o", r.others))
+              for first, last in spans if last >= r.start and first < r.end]
+    return _lookup(spark, F, records, owners, "string").select(
+        F.coalesce("found", F.lit("f")).alias("side"), F.col("topic").alias("remote_topic"),
+        "partition", F.col("offset").alias("d"), F.lit(None).cast("long").alias("u"),
+        "digest", "k")
+
+
+def _lookup(spark, F, frame, intervals: list[tuple], kind: str):
+    """``frame`` (``topic``, ``partition``, ``offset``, ...) with ``found``: the value of
+    the interval of ``(topic, partition, lo, hi, value)`` ``intervals`` whose ``[lo, hi)``
+    holds the record's offset, null where none does: a broadcast equi-join on offset
+    buckets, so that each record meets one or two intervals."""
+    table = spark.createDataFrame(
+        _bucketed(intervals, 2, 3),
+        f"i_topic string, i_partition int, lo long, hi long, found {kind}, i_bucket long")
+    bucketed = frame.withColumn("bucket", F.floor(F.col("offset") / BUCKET))
+    return bucketed.join(
+        F.broadcast(table),
+        (F.col("topic") == F.col("i_topic")) & (F.col("partition") == F.col("i_partition"))
+        & (F.col("bucket") == F.col("i_bucket")) & (F.col("offset") >= F.col("lo"))
+        & (F.col("offset") < F.col("hi")), "left")
 
 
 def _diagnose(spark, F, records, keys: list[tuple[str, int]]) -> dict[tuple[str, int], dict]:
