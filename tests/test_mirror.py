@@ -18,6 +18,7 @@ from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle
 from mirrorflow.source.offsets import OffsetStore
+from mirrorflow.spark import submit
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -51,6 +52,8 @@ def test_mirror_two_way_flows_incrementally(spark, two_clusters: dict[str, str],
     monkeypatch.setattr(reports, "DEFAULT_DIR", tmp_path / "reports")
     first = run_cycle(path, "a->b")
     assert first.records == 3500 and not first.resumed
+    # This run wrote the driver's class archive, or mapped the one an earlier run wrote.
+    assert submit.class_archive("local[*]").fresh is None
     assert Path(first.validation["data_docs"]).is_relative_to(tmp_path / "reports")
     assert Path(first.validation["data_docs"]).exists()
     assert_mirrored(a, b, "orders", 3, "a.orders")

@@ -55,10 +55,11 @@ class MirrorJobOperator(BaseOperator):
         plan = store.load(planned["plan_id"])
         # Records written, in the task's log every 10 s, read where the writers commit.
         with WriteProgress(config, flow, plan, Sink(self.log)):
-            if BaseHook.get_connection(self.conn_id).conn_type == "spark_connect":
+            connection = BaseHook.get_connection(self.conn_id)
+            if connection.conn_type == "spark_connect":
                 self._run_connected(config, flow, plan)
             else:
-                self._submit(planned["plan_id"])
+                self._submit(planned["plan_id"], connection.host or "")
 
     def _run_connected(self, config, flow, plan) -> None:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
@@ -70,31 +71,41 @@ class MirrorJobOperator(BaseOperator):
         self.log.info("mirroring plan %s on the Spark Connect server %s", plan.plan_id, url)
         run_steps(get_session(url), config, flow, plan, run_id=self.run_id)
 
-    def _submit(self, plan_id: str) -> None:
+    def _submit(self, plan_id: str, master: str) -> None:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         from mirrorflow.quality import reports
-        from mirrorflow.spark.session import SPARK_CONF, connector_jars
+        from mirrorflow.spark.session import connector_jars
         from mirrorflow.spark.submit import (
             JOB_SCRIPT,
+            class_archive,
             classic_environment,
             job_arguments,
             package_zip,
+            submit_conf,
         )
 
         python = os.environ.get("PYSPARK_PYTHON", sys.executable)
         env = {"PYSPARK_PYTHON": python,  # the job writes its Data Docs where runs report
                reports.REPORTS_ENV: str(reports.reports_dir().resolve())}
+        archive = class_archive(master)
         with tempfile.TemporaryDirectory(prefix="mirrorflow-submit-") as work_dir:
             self._hook = SparkSubmitHook(
-                conn_id=self.conn_id, conf={**SPARK_CONF, "spark.pyspark.python": python},
+                conn_id=self.conn_id,
+                conf={**submit_conf(archive), "spark.pyspark.python": python},
                 jars=",".join(connector_jars()), py_files=str(package_zip(Path(work_dir))),
                 name=f"mirrorflow {self.flow_name}", env_vars=env,
                 application_args=[*job_arguments(self.config_file, self.flow_name, plan_id,
                                                  run_id=self.run_id),
                                   "--no-fail-on-validation"])
-            with classic_environment():
-                self._hook.submit(str(JOB_SCRIPT))
+            exited_normally = False
+            try:
+                with classic_environment():
+                    self._hook.submit(str(JOB_SCRIPT))
+                exited_normally = True
+            finally:
+                if archive is not None:
+                    archive.settle(exited_normally)
 
     def on_kill(self) -> None:
         if self._hook is not None:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import sys
 import zipfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import mirrorflow
+from mirrorflow.jvm import jvm_dir
 from mirrorflow.spark.session import SPARK_CONF, connector_jars
 
 PACKAGE_DIR = Path(mirrorflow.__file__).resolve().parent
@@ -44,6 +47,59 @@ def spark_submit_binary() -> str:
     return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
 
 
+@dataclass(frozen=True)
+class ClassArchive:
+    """A class-data-sharing archive (the JVM's dynamic AppCDS) of the classes a mirror
+    job's driver JVM loads. Mapping them from it instead of loading and verifying them
+    from the jars takes seconds off every spark-submit run (measured, a run of 8 records:
+    21-24 s -> 17-20 s). The first run writes it as its JVM exits, under a name of its
+    own that :meth:`settle` moves into place once that JVM exited normally; later runs
+    map it. The archive's name changes with pyspark, the Kafka connector and the java
+    binary; a JVM that finds it does not match ignores it (with a warning)."""
+
+    path: Path
+    fresh: Path | None = None  # where this run writes it, when there is none yet
+
+    @property
+    def java_option(self) -> str:
+        return (f"-XX:ArchiveClassesAtExit={self.fresh}" if self.fresh
+                else f"-XX:SharedArchiveFile={self.path}")
+
+    def settle(self, exited_normally: bool) -> None:
+        """After the job: keep a fresh archive when its JVM exited normally."""
+        if self.fresh is None or not self.fresh.exists():
+            return
+        if exited_normally:
+            os.replace(self.fresh, self.path)
+        else:
+            self.fresh.unlink()
+
+
+def class_archive(master: str) -> ClassArchive | None:
+    """The driver's class archive for a job whose driver runs here (a ``local`` master),
+    in ``class-archive/`` beside the JVM classpaths; None where that folder cannot be
+    written and no archive exists yet."""
+    import pyspark
+
+    if not master.startswith("local"):
+        return None
+    java = Path(os.environ["JAVA_HOME"]) / "bin" / "java" if os.environ.get("JAVA_HOME") \
+        else Path(shutil.which("java") or "java")
+    key = hashlib.sha256("\n".join([pyspark.__version__, str(java.resolve()),
+                                    *connector_jars()]).encode()).hexdigest()[:16]
+    folder = jvm_dir() / "class-archive"
+    path = folder / f"spark-driver-{key}.jsa"
+    if path.exists():
+        return ClassArchive(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    if not os.access(folder, os.W_OK):
+        return None
+    return ClassArchive(path, folder / f"{path.stem}.{os.getpid()}.writing")
+
+
 def package_zip(directory: Path) -> Path:
     """The mirrorflow package as a zip for ``--py-files``, so executors of any master have it."""
     target = directory / "mirrorflow.zip"
@@ -51,6 +107,13 @@ def package_zip(directory: Path) -> Path:
         for path in PACKAGE_DIR.rglob("*.py"):
             archive.write(path, Path("mirrorflow") / path.relative_to(PACKAGE_DIR))
     return target
+
+
+def submit_conf(archive: ClassArchive | None) -> dict[str, str]:
+    """The job's Spark settings, with the driver's class archive where there is one."""
+    if archive is None:
+        return dict(SPARK_CONF)
+    return {**SPARK_CONF, "spark.driver.extraJavaOptions": archive.java_option}
 
 
 def job_arguments(config_path: str, flow_name: str, plan_id: str,
@@ -63,10 +126,11 @@ def job_arguments(config_path: str, flow_name: str, plan_id: str,
 
 def submit_command(config_path: str, flow_name: str, plan_id: str, master: str,
                    work_dir: Path, steps: tuple[str, ...] = ("mirror", "validate"),
-                   run_id: str | None = None) -> list[str]:
+                   run_id: str | None = None, archive: ClassArchive | None = None) -> list[str]:
     """spark-submit of the job; the package zip is written into ``work_dir``."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
-    confs = [arg for key, value in SPARK_CONF.items() for arg in ("--conf", f"{key}={value}")]
+    confs = [arg for key, value in submit_conf(archive).items()
+             for arg in ("--conf", f"{key}={value}")]
     return [
         spark_submit_binary(), "--master", master, "--name", f"mirrorflow {flow_name}",
         "--conf", f"spark.pyspark.python={python}", *confs,

@@ -1,0 +1,46 @@
+"""The spark-submit path's driver class archive: written by the first run, mapped by later
+ones, kept only from a JVM that exited normally."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mirrorflow.spark import submit
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(submit, "jvm_dir", lambda: tmp_path)
+    return tmp_path / "class-archive"
+
+
+def test_the_first_run_writes_the_archive_and_later_runs_map_it(folder: Path) -> None:
+    first = submit.class_archive("local[*]")
+    assert first.fresh is not None and first.fresh.parent == folder
+    assert first.java_option == f"-XX:ArchiveClassesAtExit={first.fresh}"
+    assert submit.submit_conf(first)["spark.driver.extraJavaOptions"] == first.java_option
+    first.fresh.write_bytes(b"archive")  # what the JVM writes as it exits
+    first.settle(exited_normally=True)
+    assert [p.name for p in folder.iterdir()] == [first.path.name]
+
+    later = submit.class_archive("local[2]")
+    assert (later.path, later.fresh) == (first.path, None)
+    assert later.java_option == f"-XX:SharedArchiveFile={first.path}"
+    later.settle(exited_normally=True)
+    assert first.path.read_bytes() == b"archive"
+
+
+def test_an_archive_from_a_failed_run_is_dropped(folder: Path) -> None:
+    failed = submit.class_archive("local[*]")
+    failed.fresh.write_bytes(b"half an archive")
+    failed.settle(exited_normally=False)
+    assert list(folder.iterdir()) == []
+    assert submit.class_archive("local[*]").fresh is not None
+
+
+def test_a_driver_elsewhere_gets_no_archive(folder: Path) -> None:
+    assert submit.class_archive("yarn") is None
+    assert submit.class_archive("spark://master:7077") is None
+    assert "spark.driver.extraJavaOptions" not in submit.submit_conf(None)
