@@ -168,6 +168,37 @@ def test_unsecured_oauthbearer_and_kerberos_and_pem_keystores() -> None:
         "ssl.certificate.pem": "-----BEGIN"}
 
 
+def test_java_spellings_librdkafka_refuses_are_translated_or_dropped() -> None:
+    """Settings a Java client takes and librdkafka refuses by name: an MM2 file with them
+    builds every client."""
+    config = parse_config(base(
+        "a.consumer.receive.buffer.bytes = -1\na.consumer.send.buffer.bytes = 131072\n"
+        "a.consumer.fetch.max.wait.ms = 100\na.producer.max.block.ms = 60000\n"
+        "a.consumer.metrics.num.samples = 2\na.ssl.enabled.protocols = TLSv1.3\n"
+        "a.consumer.partition.assignment.strategy = "
+        "org.apache.kafka.clients.consumer.RangeAssignor\n"
+        "a.producer.max.request.size = 2097152\na.producer.compression.type = zstd\n"
+        "a.producer.compression.zstd.level = 7\na.producer.compression.gzip.level = 5\n"
+        "a.producer.partitioner.class = org.example.Partitioner\n"))
+    from confluent_kafka import Consumer, Producer
+
+    consumer = clients.client_config(config.cluster("a"), "consumer")
+    producer = clients.client_config(config.cluster("a"), "producer")
+    assert {k: consumer[k] for k in ("socket.receive.buffer.bytes", "socket.send.buffer.bytes",
+                                     "fetch.wait.max.ms")} == {
+        "socket.receive.buffer.bytes": "0", "socket.send.buffer.bytes": "131072",
+        "fetch.wait.max.ms": "100"}
+    assert {k: producer[k] for k in ("message.max.bytes", "compression.type",
+                                     "compression.level")} == {
+        "message.max.bytes": "2097152", "compression.type": "zstd", "compression.level": "7"}
+    for dropped in ("max.block.ms", "metrics.num.samples", "ssl.enabled.protocols",
+                    "partition.assignment.strategy", "partitioner.class",
+                    "compression.gzip.level", "receive.buffer.bytes", "fetch.max.wait.ms"):
+        assert dropped not in consumer and dropped not in producer, dropped
+    Consumer({**consumer, "group.id": "g"}).close()  # librdkafka knows every name
+    Producer(producer).flush(0)
+
+
 def test_java_key_stores_fail_naming_the_property() -> None:
     config = parse_config(base("a.ssl.truststore.location = /etc/kafka/truststore.jks\n"))
     with pytest.raises(clients.ClientConfigError,

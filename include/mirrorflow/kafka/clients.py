@@ -26,7 +26,11 @@ _JAVA_ONLY = re.compile(
     r"read\.timeout\.ms|retry\.backoff\..+)|sasl\.client\.callback\.handler\.class|"
     r"sasl\.oauthbearer\.(scope\.claim\.name|sub\.claim\.name|jwks\.endpoint\..+|"
     r"expected\..+|clock\.skew\.seconds|header\.urlencode)|"
-    r"interceptor\.classes|metric\.reporters|"
+    r"interceptor\.classes|metric\.reporters|metrics\.(num\.samples|sample\.window\.ms|"
+    r"recording\.level)|max\.block\.ms|partitioner\.class|partition\.assignment\.strategy|"
+    r"security\.providers|ssl\.enabled\.protocols|ssl\.secure\.random\.implementation|"
+    r"ssl\.engine\.factory\.class|socket\.connection\.setup\.timeout\.max\.ms|"
+    r"internal\.leave\.group\.on\.close|"
     r"default\.api\.timeout\.ms|retry\.backoff\.max\.ms|client\.dns\.lookup|"
     r"exclude\.internal\.topics|auto\.include\.jmx\.reporter)$"
 )
@@ -35,7 +39,13 @@ _RENAMED = {
     "ssl.truststore.certificates": "ssl.ca.pem",
     "ssl.keystore.certificate.chain": "ssl.certificate.pem",
     "ssl.keystore.key": "ssl.key.pem",
+    "fetch.max.wait.ms": "fetch.wait.max.ms",
+    "max.request.size": "message.max.bytes",
 }
+# Socket buffers: Java's -1 (the OS's default) is librdkafka's 0.
+_BUFFERS = {"receive.buffer.bytes": "socket.receive.buffer.bytes",
+            "send.buffer.bytes": "socket.send.buffer.bytes"}
+_COMPRESSION_LEVEL = re.compile(r"^compression\.(gzip|lz4|zstd)\.level$")
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 # Keys whose values are secrets: never shown, in messages or anywhere else.
 SECRET_KEY = re.compile(r"password|secret|jaas|token|credential|\.pem$|\.key$|keytab|"
@@ -57,6 +67,14 @@ def librdkafka_config(props: dict[str, str], where: str = "client") -> dict[str,
             out.update(_from_jaas(value))
         elif key in _RENAMED:
             out[_RENAMED[key]] = value
+        elif key in _BUFFERS:
+            out[_BUFFERS[key]] = "0" if str(value).strip() == "-1" else value
+        elif level := _COMPRESSION_LEVEL.match(key):
+            # librdkafka has one level, for the codec the client uses.
+            if level.group(1) == props.get("compression.type"):
+                out["compression.level"] = value
+            else:
+                dropped.append(key)
         elif key in ("ssl.truststore.location", "ssl.keystore.location"):
             out.update(_store(key, value, props, where))
         elif key == "ssl.keystore.password":
