@@ -10,13 +10,14 @@ then measures, in this order:
 * ceilings: one confluent-kafka process only consuming the source to its end, and one
   only producing the same volume to the target;
 * the one-process loop a user would write (consume the source, produce to the target);
-* MirrorMaker 2 in dedicated mode, started and idle before its records arrive (a topic
-  of its own, filled like the source's), with its defaults and with ``tasks.max`` = the
-  partition count: seconds from the first record produced until every record is on the
-  target;
-* mirrorflow on a warm Spark Connect server and with spark-submit (``local[*]``):
-  seconds to mirror **and prove** the backlog (the proof timed on its own), then the fixed
-  cost of a run of one record per partition;
+* MirrorMaker 2 in dedicated mode, started and idle before its records arrive, with its
+  defaults and with ``tasks.max`` = the partition count: seconds from the first record
+  produced until every record is on the target, for a first topic (MM2 cold) and, once
+  it is idle again, for a second one (MM2 warm), each filled like the source;
+* mirrorflow on a Spark Connect server: its first run over the backlog (cold), then the
+  measured run (warm: a flow of its own over the same backlog), seconds to mirror **and
+  prove** it (the proof timed on its own), then the fixed cost of a run of one record per
+  partition; and the same with spark-submit (``local[*]``, a new JVM per run);
 * a run of 1 MiB records on the Connect server, with the peak memory of its processes.
 
 Prints a table and writes bench/results.json.
@@ -200,34 +201,39 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
 
 
 def mm2_run(tmp: Path, brokers: dict[str, str], topic: str, n: int, size: int,
-            partitions: int, tasks: int | None) -> float:
-    """MM2 started and idle on an empty topic; seconds from the first record produced
-    until all ``n`` are on the target."""
+            partitions: int, tasks: int | None) -> tuple[float, float]:
+    """MM2 started and idle on two empty topics; seconds from the first record produced
+    until all ``n`` are on the target, for the first topic (a cold MM2) and then, once it
+    is idle again, for the second (the same MM2, warm)."""
     src, dst = brokers["src"], brokers["dst"]
-    create(src, topic, partitions)
-    config = write_config(tmp / f"mm2-{topic}.properties", brokers, "src", topic,
+    topics = [f"{topic}-cold", topic]
+    for name in topics:
+        create(src, name, partitions)
+    config = write_config(tmp / f"mm2-{topic}.properties", brokers, "src", ", ".join(topics),
                           f"tasks.max = {tasks}" if tasks else "")
+    passes = []
     with MirrorMaker(config, tmp / f"mm2-{topic}", clusters=("dst",)) as mm2:
         deadline = time.monotonic() + 120
-        while f"src.{topic}" not in AdminClient({"bootstrap.servers": dst}).list_topics(
-                timeout=10).topics:
+        while not {f"src.{t}" for t in topics} <= set(
+                AdminClient({"bootstrap.servers": dst}).list_topics(timeout=10).topics):
             assert mm2.running() and time.monotonic() < deadline, mm2.log_file
             time.sleep(0.5)
-        time.sleep(5)  # its tasks assigned and polling
-        started = time.perf_counter()
-        fill(src, topic, n, size, partitions)
-        done, moved = 0, time.monotonic()
-        while done < n:
-            now = end_offsets(dst, f"src.{topic}", partitions)
-            if now > done:
-                done, moved = now, time.monotonic()
-            assert mm2.running() and time.monotonic() - moved < 120, \
-                f"MM2 stopped moving records at {done} of {n}; see {mm2.log_file}"
-            time.sleep(0.2)
-        elapsed = time.perf_counter() - started
-    print(f"  MM2 (tasks.max {tasks or 'default'}): {n} records in {elapsed:.2f}s",
-          file=sys.stderr, flush=True)
-    return elapsed
+        for name in topics:
+            time.sleep(5)  # its tasks assigned and polling
+            started = time.perf_counter()
+            fill(src, name, n, size, partitions)
+            done, moved = 0, time.monotonic()
+            while done < n:
+                now = end_offsets(dst, f"src.{name}", partitions)
+                if now > done:
+                    done, moved = now, time.monotonic()
+                assert mm2.running() and time.monotonic() - moved < 120, \
+                    f"MM2 stopped moving records at {done} of {n}; see {mm2.log_file}"
+                time.sleep(0.2)
+            passes.append(time.perf_counter() - started)
+    print(f"  MM2 (tasks.max {tasks or 'default'}): {n} records in {passes[0]:.2f}s cold, "
+          f"{passes[1]:.2f}s warm", file=sys.stderr, flush=True)
+    return passes[0], passes[1]
 
 
 def mirrorflow_runs(tmp: Path, brokers: dict[str, str], alias: str, master: str, n: int,
@@ -261,12 +267,19 @@ def main() -> int:
         consume_s = consume_all(src, "bench", parts, n)
         produce_s = fill(dst, "ceiling.bench", n, args.size, parts)
         loop_s = baseline_loop(src, dst, "bench", "loop.bench", n, parts)
-        mm2_default_s = mm2_run(tmp, brokers, "mm2default", n, args.size, parts, None)
-        mm2_tasks_s = mm2_run(tmp, brokers, "mm2tasks", n, args.size, parts, parts)
+        mm2_default_cold_s, mm2_default_s = mm2_run(tmp, brokers, "mm2default", n, args.size,
+                                                    parts, None)
+        mm2_tasks_cold_s, mm2_tasks_s = mm2_run(tmp, brokers, "mm2tasks", n, args.size, parts,
+                                                parts)
 
         server = connect_server.ConnectServer("127.0.0.1", free_port(), tmp / "connect")
         connect_server.start(server)
         try:
+            # The server's first run (its JIT compiles Kafka's and Spark's hot paths as it
+            # goes), then the measured one, of a flow of its own over the same backlog.
+            cold = write_config(tmp / "cold.properties", brokers, "cold", "bench")
+            cold_result, connect_cold_s = timed_run(cold, "cold->dst", server.url)
+            assert cold_result.records == n, cold_result.records
             connect_s, connect_check_s, connect_small_s = mirrorflow_runs(
                 tmp, brokers, "connect", server.url, n, args.size, parts)
             # Records of 1 MiB exceed Kafka's default max.message.bytes (1 MiB + 12 bytes);
@@ -283,11 +296,15 @@ def main() -> int:
             tmp, brokers, "submit", "local[*]", n + parts, args.size, parts)
 
     mm2_s = min(mm2_default_s, mm2_tasks_s)
+    mm2_cold_s = min(mm2_default_cold_s, mm2_tasks_cold_s)
     rows: list[tuple[str, float, int | None]] = [  # (measure, seconds, records)
         ("consume only (ceiling)", consume_s, n), ("produce only (ceiling)", produce_s, n),
         ("one-process loop (baseline)", loop_s, n),
-        ("MM2, defaults (tasks.max 1)", mm2_default_s, n),
-        (f"MM2, tasks.max {parts}", mm2_tasks_s, n),
+        ("MM2, defaults (tasks.max 1), first topic", mm2_default_cold_s, n),
+        ("MM2, defaults (tasks.max 1), warm", mm2_default_s, n),
+        (f"MM2, tasks.max {parts}, first topic", mm2_tasks_cold_s, n),
+        (f"MM2, tasks.max {parts}, warm", mm2_tasks_s, n),
+        ("mirrorflow, Spark Connect, first run", connect_cold_s, n),
         ("mirrorflow, Spark Connect (warm)", connect_s, n),
         ("  of which completeness check", connect_check_s, n),
         (f"mirrorflow, Spark Connect, {parts} records", connect_small_s, None),
@@ -305,7 +322,10 @@ def main() -> int:
         "baseline_mb_per_s": round(mb / loop_s, 1),
         "mm2_default_s": round(mm2_default_s, 2), "mm2_tasks_s": round(mm2_tasks_s, 2),
         "mm2_s": round(mm2_s, 2), "mm2_records_per_s": round(n / mm2_s),
+        "mm2_default_cold_s": round(mm2_default_cold_s, 2),
+        "mm2_tasks_cold_s": round(mm2_tasks_cold_s, 2), "mm2_cold_s": round(mm2_cold_s, 2),
         "mirrorflow_connect_s": round(connect_s, 2),
+        "mirrorflow_connect_cold_s": round(connect_cold_s, 2),
         "mirrorflow_submit_s": round(submit_s, 2),
         "mirrorflow_run_s": round(connect_s, 2),
         "mirrorflow_records_per_s": round(n / connect_s),
@@ -320,6 +340,7 @@ def main() -> int:
         "fixed_cost_submit_s": round(submit_small_s, 2),
         "fixed_cost_with_spark_job_s": round(submit_small_s, 2),
         "ratio_vs_mm2": round(mm2_s / connect_s, 2),
+        "ratio_vs_mm2_cold": round(mm2_cold_s / connect_cold_s, 2),
         "ratio_vs_baseline": round(loop_s / connect_s, 2),
         "ratio_vs_ceiling": round(max(consume_s, produce_s) / connect_s, 2),
         "big_records": args.big_records, "big_record_bytes": MIB,
@@ -336,8 +357,8 @@ def main() -> int:
         print(f"{name:<42}{seconds:>9.2f}{rate}")
     print(f"peak RSS, 1 MiB records ({figures['big_partition_mib']} MiB per partition): "
           + ", ".join(f"{k} {v} MiB" for k, v in figures["big_peak_rss_mib"].items()))
-    for key in ("ratio_vs_mm2", "ratio_vs_baseline", "ratio_vs_ceiling", "validation_share",
-                "fixed_cost_connect_s", "fixed_cost_submit_s"):
+    for key in ("ratio_vs_mm2", "ratio_vs_mm2_cold", "ratio_vs_baseline", "ratio_vs_ceiling",
+                "validation_share", "fixed_cost_connect_s", "fixed_cost_submit_s"):
         print(f"{key}: {figures[key]}")
     RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
