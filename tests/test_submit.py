@@ -19,6 +19,7 @@ def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_the_first_run_writes_the_archive_and_later_runs_map_it(folder: Path) -> None:
     first = submit.class_archive("local[*]")
     assert first.fresh is not None and first.fresh.parent == folder
+    (folder / "spark-driver-0123456789abcdef.jsa").write_bytes(b"of an earlier JDK")
     assert first.java_option == f"-XX:ArchiveClassesAtExit={first.fresh}"
     assert submit.submit_conf(first)["spark.driver.extraJavaOptions"] == first.java_option
     first.fresh.write_bytes(b"archive")  # what the JVM writes as it exits

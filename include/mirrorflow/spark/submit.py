@@ -55,7 +55,8 @@ class ClassArchive:
     21-24 s -> 17-20 s). The first run writes it as its JVM exits, under a name of its
     own that :meth:`settle` moves into place once that JVM exited normally; later runs
     map it. The archive's name changes with pyspark, the Kafka connector and the java
-    binary; a JVM that finds it does not match ignores it (with a warning)."""
+    binary (its path and time); a JVM that finds it does not match ignores it (with a
+    warning)."""
 
     path: Path
     fresh: Path | None = None  # where this run writes it, when there is none yet
@@ -71,6 +72,9 @@ class ClassArchive:
             return
         if exited_normally:
             os.replace(self.fresh, self.path)
+            for stale in self.path.parent.glob("spark-driver-*.jsa"):
+                if stale != self.path:  # of an earlier pyspark, connector or JDK
+                    stale.unlink(missing_ok=True)
         else:
             self.fresh.unlink()
 
@@ -83,9 +87,11 @@ def class_archive(master: str) -> ClassArchive | None:
 
     if not master.startswith("local"):
         return None
-    java = Path(os.environ["JAVA_HOME"]) / "bin" / "java" if os.environ.get("JAVA_HOME") \
-        else Path(shutil.which("java") or "java")
-    key = hashlib.sha256("\n".join([pyspark.__version__, str(java.resolve()),
+    java = (Path(os.environ["JAVA_HOME"]) / "bin" / "java" if os.environ.get("JAVA_HOME")
+            else Path(shutil.which("java") or "java")).resolve()
+    # A JDK upgraded in place keeps its path: its binary's time tells it apart.
+    built = java.stat().st_mtime_ns if java.exists() else 0
+    key = hashlib.sha256("\n".join([pyspark.__version__, str(java), str(built),
                                     *connector_jars()]).encode()).hexdigest()[:16]
     folder = jvm_dir() / "class-archive"
     path = folder / f"spark-driver-{key}.jsa"
