@@ -22,6 +22,7 @@ from mirrorflow.dev.localcluster import start
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.lease import FlowLease, LeaseHeldError
 from mirrorflow.run import run_cycle
+from mirrorflow.source.ledger import LedgerError, read_resume
 from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan import PlanError, PlanStore, plan_run
 from mirrorflow.source.writer import WriteError
@@ -81,6 +82,15 @@ def test_target_broker_killed_during_the_write_then_restarted(spark, brokers,
     assert killed.is_set(), "the write finished before the target could be stopped"
     assert positions(path) == {}  # nothing committed
 
+    # As an Airflow retry delay would: the restarted broker recovers its logs and loads its
+    # group and transaction coordinators first (seconds, more on a busy machine).
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            read_resume(config.cluster("b"), "a", [("a.clicks", 0), ("a.clicks", 1)])
+            break
+        except LedgerError:
+            assert time.monotonic() < deadline, "the restarted target never served offsets"
     result = run_cycle(path, "a->b", run_id="run-2", spark=spark)  # the retry resumes the plan
     assert result.resumed and result.records == total
     assert sum(p.skipped for p in result.partitions) > 0  # written before the crash, kept

@@ -12,7 +12,9 @@ is left out where the remote topic stamps its own, ``LogAppendTime``).
   (:mod:`mirrorflow.quality.digests`), and the source log at those offsets is immutable.
 * Each **target** record of the remote partition's unverified region gets its owner: the
   flow's own spans (this plan's records), another flow's spans (fan-in), or none: a
-  foreign record.
+  foreign record. Where no other flow writes and no compaction thins the remote topic,
+  every record is first taken as the flow's own (equal aggregates then prove none lies
+  outside the spans); partitions whose aggregates differ are looked at again exactly.
 
 A **compacted** remote topic may lose a record to the target's log cleaner as soon as a
 newer record of its key is written, so on both sides only the newest record of each key
