@@ -34,11 +34,14 @@ def test_the_first_run_writes_the_archive_and_later_runs_map_it(folder: Path) ->
 
 
 def test_an_archive_from_a_failed_run_is_dropped(folder: Path) -> None:
-    failed = submit.class_archive("local[*]")
-    failed.fresh.write_bytes(b"half an archive")
-    failed.settle(exited_normally=False)
+    with pytest.raises(RuntimeError, match="the job failed"), \
+            submit.driver_class_archive("local[*]") as failed:
+        failed.fresh.write_bytes(b"half an archive")
+        raise RuntimeError("the job failed")
     assert list(folder.iterdir()) == []
-    assert submit.class_archive("local[*]").fresh is not None
+    with submit.driver_class_archive("local[*]") as kept:
+        kept.fresh.write_bytes(b"archive")
+    assert [p.name for p in folder.iterdir()] == [kept.path.name]
 
 
 def test_a_driver_elsewhere_gets_no_archive(folder: Path) -> None:

@@ -39,7 +39,7 @@ from mirrorflow.spark.job import (
 )
 from mirrorflow.spark.mirror import MirrorJobError
 from mirrorflow.spark.session import get_session, is_connect
-from mirrorflow.spark.submit import class_archive, classic_environment, submit_command
+from mirrorflow.spark.submit import classic_environment, driver_class_archive, submit_command
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +93,8 @@ def mirror_step(config_path: str, flow: FlowConfig, plan: Plan, master: str | No
     """Run the Spark job (mirror, then validate, in one JVM) on the plan with
     ``spark-submit``; return the stored result and the validation, which may have failed."""
     master = master or flow.get("mirrorflow.spark.master")
-    archive = class_archive(master)
-    with tempfile.TemporaryDirectory(prefix="mirrorflow-submit-") as work_dir:
+    with driver_class_archive(master) as archive, \
+            tempfile.TemporaryDirectory(prefix="mirrorflow-submit-") as work_dir:
         command = submit_command(config_path, flow.name, plan.plan_id, master, Path(work_dir),
                                  run_id=run_id, archive=archive)
         log.info("submitting: %s", " ".join(command))
@@ -102,19 +102,13 @@ def mirror_step(config_path: str, flow: FlowConfig, plan: Plan, master: str | No
         # would be beside the zip: it writes the Data Docs where this run reports.
         with classic_environment():
             env = {**os.environ, reports.REPORTS_ENV: str(reports.reports_dir())}
-        proc = None
-        try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                                  check=False, env=env)
-        finally:
-            if archive is not None:
-                archive.settle(proc is not None
-                               and proc.returncode in (0, EXIT_VALIDATION_FAILED))
-    if proc.returncode not in (0, EXIT_VALIDATION_FAILED):
-        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        raise MirrorJobError(f"flow {flow.name}: the Spark job failed (exit {proc.returncode}); "
-                             f"nothing was committed, the next run resumes plan "
-                             f"{plan.plan_id}:\n{tail}")
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              check=False, env=env)
+        if proc.returncode not in (0, EXIT_VALIDATION_FAILED):
+            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+            raise MirrorJobError(f"flow {flow.name}: the Spark job failed (exit "
+                                 f"{proc.returncode}); nothing was committed, the next run "
+                                 f"resumes plan {plan.plan_id}:\n{tail}")
     found: dict[str, str] = {}
     for line in proc.stdout.splitlines():
         for marker in (RESULT_MARKER, VALIDATION_MARKER):

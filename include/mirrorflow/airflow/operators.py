@@ -78,8 +78,8 @@ class MirrorJobOperator(BaseOperator):
         from mirrorflow.spark.session import connector_jars
         from mirrorflow.spark.submit import (
             JOB_SCRIPT,
-            class_archive,
             classic_environment,
+            driver_class_archive,
             job_arguments,
             package_zip,
             submit_conf,
@@ -88,8 +88,8 @@ class MirrorJobOperator(BaseOperator):
         python = os.environ.get("PYSPARK_PYTHON", sys.executable)
         env = {"PYSPARK_PYTHON": python,  # the job writes its Data Docs where runs report
                reports.REPORTS_ENV: str(reports.reports_dir().resolve())}
-        archive = class_archive(master)
-        with tempfile.TemporaryDirectory(prefix="mirrorflow-submit-") as work_dir:
+        with driver_class_archive(master) as archive, \
+                tempfile.TemporaryDirectory(prefix="mirrorflow-submit-") as work_dir:
             self._hook = SparkSubmitHook(
                 conn_id=self.conn_id,
                 conf={**submit_conf(archive), "spark.pyspark.python": python},
@@ -98,14 +98,8 @@ class MirrorJobOperator(BaseOperator):
                 application_args=[*job_arguments(self.config_file, self.flow_name, plan_id,
                                                  run_id=self.run_id),
                                   "--no-fail-on-validation"])
-            exited_normally = False
-            try:
-                with classic_environment():
-                    self._hook.submit(str(JOB_SCRIPT))
-                exited_normally = True
-            finally:
-                if archive is not None:
-                    archive.settle(exited_normally)
+            with classic_environment():
+                self._hook.submit(str(JOB_SCRIPT))
 
     def on_kill(self) -> None:
         if self._hook is not None:

@@ -106,6 +106,22 @@ def class_archive(master: str) -> ClassArchive | None:
     return ClassArchive(path, folder / f"{path.stem}.{os.getpid()}.writing")
 
 
+@contextlib.contextmanager
+def driver_class_archive(master: str) -> Iterator[ClassArchive | None]:
+    """The driver's class archive (:func:`class_archive`) for the job submitted in the
+    block, settled as the block ends: a fresh archive is kept when the block ended
+    without an exception (the job's JVM exited normally), dropped otherwise."""
+    archive = class_archive(master)
+    try:
+        yield archive
+    except BaseException:
+        if archive is not None:
+            archive.settle(exited_normally=False)
+        raise
+    if archive is not None:
+        archive.settle(exited_normally=True)
+
+
 def package_zip(directory: Path) -> Path:
     """The mirrorflow package as a zip for ``--py-files``, so executors of any master have it."""
     target = directory / "mirrorflow.zip"
