@@ -254,11 +254,13 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
         "topic", "partition", "offset",
         record_digest(F, ~_in(F.col("topic"), no_timestamps, F)).alias("digest"),
         F.col("key").alias("k"))
-    owners = [(r.remote_topic, r.partition, first, last + 1, owner)
-              for r in regions for owner, spans in (("t", r.own), ("o", r.others))
-              for first, last in spans if last >= r.start and first < r.end]
-    records = (records.withColumn("found", F.lit("t")) if assumed
-               else _lookup(spark, F, records, owners, "string"))
+    if assumed:
+        records = records.withColumn("found", F.lit("t"))
+    else:
+        records = _lookup(spark, F, records, [
+            (r.remote_topic, r.partition, first, last + 1, owner)
+            for r in regions for owner, spans in (("t", r.own), ("o", r.others))
+            for first, last in spans if last >= r.start and first < r.end], "string")
     return records.select(
         F.coalesce("found", F.lit("f")).alias("side"), F.col("topic").alias("remote_topic"),
         "partition", F.col("offset").alias("d"), F.lit(None).cast("long").alias("u"),
