@@ -236,7 +236,7 @@ def test_malformed_internal_records_are_skipped_with_warnings(
             if key is None and topic == "heartbeats":
                 continue  # its remote topic is compacted, as MM2 creates it: a key is required
             producer.produce(topic, key=key, value=value)
-        producer.flush(10)
+        assert producer.flush(60) == 0, topic  # every piece of garbage is there to be read
     produce(a, "orders", varied_records(10, 40), 1)
     with caplog.at_level(logging.WARNING):
         result = run_cycle(path, "a->b", run_id="run-2", spark=spark)
