@@ -5,6 +5,7 @@ than was mirrored and a failing user expectation each fail, naming the place."""
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from pathlib import Path
 
@@ -84,6 +85,7 @@ def test_faithful_copy_passes_with_data_docs_and_summary(spark, source) -> None:
     assert all(r.digest_match and r.target_records == 200 for r in validation.ranges)
     assert validation.expectations == {"mirrorflow.completeness": True,
                                        "mirrorflow.checkpoints": True}
+    validation.wait_for_docs()  # rendered in the background, off the verdict's path
     docs = Path(validation.data_docs)
     assert docs.exists() and "mirrorflow.completeness" in docs.read_text()
     assert (docs.parent / "static").is_symlink()
@@ -91,6 +93,20 @@ def test_faithful_copy_passes_with_data_docs_and_summary(spark, source) -> None:
     assert summary["validation"]["success"]
     assert "completeness: passed" in reports.render(summary)
     assert plan.run_id in reports.write_index("a->b").read_text()
+
+
+def test_data_docs_that_cannot_be_written_leave_the_verdict_and_a_warning(
+        tmp_path, caplog) -> None:
+    from mirrorflow.quality.validate import build_docs, run_suites
+
+    blocked = tmp_path / "docs"
+    blocked.write_text("a file where the run's Data Docs would go")
+    outcome, context = run_suites([], [], 0, None, [], blocked, "run-1")
+    assert outcome == {"mirrorflow.completeness": True, "mirrorflow.checkpoints": True}
+    with caplog.at_level(logging.WARNING, logger="mirrorflow.quality.validate"):
+        build_docs(context, blocked)
+    assert f"the Data Docs were not written to {blocked}: " in caplog.text
+    assert blocked.read_text() == "a file where the run's Data Docs would go"
 
 
 def _alter(rows):
@@ -221,6 +237,22 @@ def writer_aggregates(spark, path: Path, n: int) -> dict[int, dict]:
     return out
 
 
+def spark_aggregates(spark, path: Path, n: int) -> dict[int, tuple[int, int]]:
+    """Per partition of 'orders', Spark's own xor of the placement hashes of offsets
+    0..n-1 written at the same remote offsets: with and without timestamps."""
+    from pyspark.sql import functions as F
+
+    from mirrorflow.quality.digests import record_digest
+    from mirrorflow.spark.kafka_source import read_ranges
+
+    frame = read_ranges(spark, load_config(path).cluster("a"),
+                        [("orders", p, 0, n) for p in range(2)])
+    rows = frame.groupBy("partition").agg(*[
+        F.bit_xor(F.xxhash64(record_digest(F, F.lit(ts)), "offset")).alias(str(ts))
+        for ts in (True, False)]).collect()
+    return {row["partition"]: (row["True"], row["False"]) for row in rows}
+
+
 @pytest.mark.parametrize("change", [None, lambda rows: rows[:50] + rows[51:]],
                          ids=["faithful", "one-missing"])
 def test_writer_aggregates_stand_in_for_the_source_read(spark, source, change) -> None:
@@ -231,6 +263,8 @@ def test_writer_aggregates_stand_in_for_the_source_read(spark, source, change) -
     n = RECORDS // 2
     written = writer_aggregates(spark, path, n)
     assert [written[p]["records"] for p in range(2)] == [n, n]
+    assert spark_aggregates(spark, path, n) == {
+        p: (written[p]["xor"], written[p]["xor_no_ts"]) for p in range(2)}
     plan, result = fresh_copy(clusters, change)
     read = check(spark, path, plan, result)
     for r in result["ranges"]:

@@ -312,16 +312,20 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
                           f"{validation.verified_records:,} records verified")
         else:
             PlanStore(config, flow).save_empty_result(plan.plan_id)
-        if validation is not None and not validation.success:
-            raise failed_proof(flow, plan, result, resumed, run_id, validation,
-                               time.monotonic() - started)
-        report = commit_step(config, flow, plan, resumed)
-        report.run_id = run_id
-        report.validation = validation.to_dict() if validation else None
-        checkpoint_step(config, flow, report)
-        report.metadata = metadata
-        if beat is not None and heartbeats.senses(config, flow):
-            report.heartbeat = asdict(heartbeats.status(config, flow, beat))
-        report.duration_s = round(time.monotonic() - started, 3)
-        report.lag = publish(config, flow, run_id, asdict(report))["lag"]
+        try:  # the Data Docs are written meanwhile (Validation.wait_for_docs)
+            if validation is not None and not validation.success:
+                raise failed_proof(flow, plan, result, resumed, run_id, validation,
+                                   time.monotonic() - started)
+            report = commit_step(config, flow, plan, resumed)
+            report.run_id = run_id
+            report.validation = validation.to_dict() if validation else None
+            checkpoint_step(config, flow, report)
+            report.metadata = metadata
+            if beat is not None and heartbeats.senses(config, flow):
+                report.heartbeat = asdict(heartbeats.status(config, flow, beat))
+            report.duration_s = round(time.monotonic() - started, 3)
+            report.lag = publish(config, flow, run_id, asdict(report))["lag"]
+        finally:
+            if validation is not None:
+                validation.wait_for_docs()
     return report

@@ -69,7 +69,9 @@ class MirrorJobOperator(BaseOperator):
 
         url = SparkConnectHook(conn_id=self.conn_id).get_connection_url()
         self.log.info("mirroring plan %s on the Spark Connect server %s", plan.plan_id, url)
-        run_steps(get_session(url), config, flow, plan, run_id=self.run_id)
+        _, validation = run_steps(get_session(url), config, flow, plan, run_id=self.run_id)
+        if validation is not None:
+            validation.wait_for_docs()
 
     def _submit(self, plan_id: str, master: str) -> None:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook

@@ -38,6 +38,7 @@ import math
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -182,6 +183,24 @@ class Validation:
     data_docs: str | None = None
     duration_s: float = 0.0
 
+    def __post_init__(self) -> None:
+        self._docs: threading.Thread | None = None  # building the Data Docs (not stored)
+
+    def start_docs(self, context, docs_dir: Path) -> None:
+        """Render the Data Docs of the suites ``context`` ran into ``docs_dir``, in the
+        background (:func:`build_docs`)."""
+        self.data_docs = str(docs_dir / "index.html")
+        self._docs = threading.Thread(target=build_docs, args=(context, docs_dir),
+                                      name=f"data docs {self.run_id}")
+        self._docs.start()
+
+    def wait_for_docs(self) -> None:
+        """Return once the run's Data Docs are written: :func:`validate_plan` renders them
+        in the background, off the verdict's path, so the commit need not wait for HTML;
+        whoever ends the run (or its process) waits here."""
+        if self._docs is not None:
+            self._docs.join()
+
     @property
     def verified_fraction(self) -> float:
         return 1.0 if not self.planned_records else self.verified_records / self.planned_records
@@ -245,19 +264,23 @@ class _Scope:
 def _others_spans(config: MirrorConfig, flow: FlowConfig,
                   partitions: set[TopicPart]) -> dict[TopicPart, list[tuple[int, int]]]:
     """Remote offsets other flows' records occupy in these remote partitions (fan-in):
-    their kept history and the spans of their pending plans."""
+    their kept history and the spans of their pending plans. Each flow's two topics are
+    read at the same time as the others' (reads that wait on the broker: with three other
+    flows on the target, 0.33 s one after the other)."""
     target = config.cluster(flow.target)
+    aliases = history.other_flows(target, flow.source)
+    if not aliases:
+        return {}
+    with ThreadPoolExecutor(min(2 * len(aliases), 8), "fan-in spans") as pool:
+        owned = pool.map(lambda a: history.HistoryStore(target, a).read()[0], aliases)
+        pending = pool.map(lambda a: ledger.read_spans(target, a), aliases)
+        found = [(item.owned, rp) for kept in owned for rp, item in kept.items()]
+        found += [([(s.downstream_first, s.downstream_last)], (s.remote_topic, s.partition))
+                  for spans in pending for plan_spans in spans.values() for s in plan_spans]
     out: dict[TopicPart, list[tuple[int, int]]] = {}
-    for alias in history.other_flows(target, flow.source):
-        owned, _ = history.HistoryStore(target, alias).read()
-        for rp, item in owned.items():
-            if rp in partitions:
-                out.setdefault(rp, []).extend(item.owned)
-        for spans in ledger.read_spans(target, alias).values():
-            for span in spans:
-                rp = (span.remote_topic, span.partition)
-                if rp in partitions:
-                    out.setdefault(rp, []).append((span.downstream_first, span.downstream_last))
+    for offsets, rp in found:
+        if rp in partitions:
+            out.setdefault(rp, []).extend(offsets)
     return out
 
 
@@ -463,8 +486,9 @@ def import_gx():
 
 def run_suites(verdict_list: list[PartitionVerdict], cps: list[CheckpointVerdict],
                planned_records: int, records_frame, suites: list[dict],
-               docs_dir: Path | None, run_name: str) -> dict[str, bool]:
-    """Run the GX suites; build Data Docs into ``docs_dir``. Suite name -> success."""
+               docs_dir: Path | None, run_name: str):
+    """Run the GX suites, with a Data Docs site in ``docs_dir``. Suite name -> success,
+    and the GX context that renders the docs (:func:`build_docs`)."""
     gx = import_gx()
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
@@ -510,10 +534,17 @@ def run_suites(verdict_list: list[PartitionVerdict], cps: list[CheckpointVerdict
                                 expectation_parameters=parameters,
                                 run_id=gx.RunIdentifier(run_name=run_name))
         outcome[suite.name] = bool(result.success)
-    if docs_dir is not None:
+    return outcome, context
+
+
+def build_docs(context, docs_dir: Path) -> None:
+    """Render the Data Docs of the suites ``context`` ran into ``docs_dir``. A failure
+    is logged: the verdict stands without its HTML."""
+    try:
         context.build_data_docs(site_names=["run"])
         reports.share_static(docs_dir)
-    return outcome
+    except Exception as exc:
+        log.warning("the Data Docs were not written to %s: %s", docs_dir, exc)
 
 
 # --------------------------------------------------------------------------- the whole check
@@ -522,8 +553,8 @@ def run_suites(verdict_list: list[PartitionVerdict], cps: list[CheckpointVerdict
 def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
                   run_id: str) -> Validation:
     """Compare the plan's ranges and the flow's unverified regions on both clusters, run
-    the suites, write the Data Docs and the run's summary (the report step adds the
-    commit's figures when the run goes on)."""
+    the suites, start writing the Data Docs (:meth:`Validation.wait_for_docs`) and write
+    the run's summary (the report step adds the commit's figures when the run goes on)."""
     started = time.monotonic()
     fraction = flow.get("mirrorflow.validate.fraction")
     verified = sample(plan, fraction)
@@ -565,10 +596,10 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
     elif suites:
         suites = []
     docs_dir = reports.run_dir(flow.name, run_id)
-    validation.expectations = run_suites(
+    validation.expectations, context = run_suites(
         verdict_list, validation.checkpoints, validation.verified_records, records,
         suites, docs_dir, run_id)
-    validation.data_docs = str(docs_dir / "index.html")
+    validation.start_docs(context, docs_dir)
     validation.failures = [p for v in verdict_list for p in v.problems()]
     validation.failures += [p for c in validation.checkpoints if (p := c.problem())]
     validation.failures += [f"expectation suite {name!r} failed (see the Data Docs)"

@@ -102,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         spark.stop()
+    if validation is not None:
+        validation.wait_for_docs()
     print(RESULT_MARKER + json.dumps(result), flush=True)
     if validation is not None:
         print(VALIDATION_MARKER + json.dumps(validation.to_dict()), flush=True)
