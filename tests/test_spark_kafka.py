@@ -41,6 +41,9 @@ def test_exact_ranges_with_headers_nulls_and_timestamps(spark, two_clusters) -> 
     frame = read_ranges(spark, cluster, [("orders", 0, 10, 150), ("orders", 1, 0, 200)])
     assert frame.schema.simpleString() == SPARK_KAFKA_SCHEMA
     assert frame.rdd.getNumPartitions() == 2  # one input partition per range
+    # The connector's DataSource V2 reader (session.SPARK_CONF), not the V1 relation.
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    assert "KafkaSourceProvider$KafkaScan" in plan and "ExistingRDD" not in plan, plan
     rows = frame.orderBy("partition", "offset").collect()
     by_part = {p: [r for r in rows if r.partition == p] for p in (0, 1)}
     assert [r.offset for r in by_part[0]] == list(range(10, 150))

@@ -21,6 +21,12 @@ SPARK_CONF = {
     # in bytes so that 1 MiB records never make a batch of gigabytes.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
     "spark.sql.execution.arrow.maxBytesPerBatch": str(8 * 1024 * 1024),
+    # Spark's own default list minus kafka: batch reads of Kafka through the connector's
+    # DataSource V2 reader, which hands rows on as it makes them; the V1 relation turns
+    # each into an external Row and back (measured, 2,000,000 records of 512 B on a warm
+    # server: counted 1.7-2.1 -> 1.3-1.5 s, digested 2.1-2.3 -> 1.8 s, into Python 3.5-3.6
+    # -> 3.1-3.2 s).
+    "spark.sql.sources.useV1SourceList": "avro,csv,json,orc,parquet,text",
     "spark.redaction.regex": REDACTION,
     "spark.sql.redaction.options.regex": REDACTION,
     "spark.ui.showConsoleProgress": "false",
@@ -28,6 +34,7 @@ SPARK_CONF = {
 # Settings a Spark Connect client may change for its session (the rest are the server's).
 SESSION_CONF = ("spark.sql.execution.arrow.maxRecordsPerBatch",
                 "spark.sql.execution.arrow.maxBytesPerBatch",
+                "spark.sql.sources.useV1SourceList",
                 "spark.sql.redaction.options.regex")
 
 
