@@ -392,10 +392,13 @@ _SPECS = [
     ),
     PropertySpec(
         "mirrorflow.records.per.spark.partition",
-        "250000",
+        "2000000",
         _as_positive_int,
         "The completeness check reads a range longer than this in several Spark input "
-        "partitions (the mirror reads each range in one, to keep its order).",
+        "partitions (the mirror reads each range in one, to keep its order). Each piece "
+        "costs a Kafka consumer of its own, which pays off only where ranges are fewer "
+        "than cores; the default reads a default plan's range (its records and their "
+        "transaction markers) in one.",
         origin="mirrorflow",
     ),
     PropertySpec(

@@ -32,9 +32,10 @@ def record_digest(F, with_timestamp):
     last, so the digest with it is XXH64's ``hashLong`` of the timestamp seeded with the
     digest without it (:func:`with_timestamps`)."""
     flags = [F.col("key").isNull(), F.col("value").isNull(), F.col("headers").isNull()]
-    without = F.xxhash64("key", "value", F.to_json("headers"), *flags)
-    return F.when(with_timestamp, F.xxhash64("key", "value", F.to_json("headers"), *flags,
-                                             "timestamp")).otherwise(without)
+    headers = F.to_json("headers")
+    return F.when(with_timestamp,
+                  F.xxhash64("key", "value", headers, *flags, "timestamp")).otherwise(
+        F.xxhash64("key", "value", headers, *flags))
 
 
 def writer_columns(F) -> list:

@@ -264,9 +264,8 @@ class _Scope:
 def _others_spans(config: MirrorConfig, flow: FlowConfig,
                   partitions: set[TopicPart]) -> dict[TopicPart, list[tuple[int, int]]]:
     """Remote offsets other flows' records occupy in these remote partitions (fan-in):
-    their kept history and the spans of their pending plans. Each flow's two topics are
-    read at the same time as the others' (reads that wait on the broker: with three other
-    flows on the target, 0.33 s one after the other)."""
+    their kept history and the spans of their pending plans. All these topics are read
+    at once: each read mostly waits on the broker."""
     target = config.cluster(flow.target)
     aliases = history.other_flows(target, flow.source)
     if not aliases:

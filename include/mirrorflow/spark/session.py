@@ -21,11 +21,9 @@ SPARK_CONF = {
     # in bytes so that 1 MiB records never make a batch of gigabytes.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
     "spark.sql.execution.arrow.maxBytesPerBatch": str(8 * 1024 * 1024),
-    # Spark's own default list minus kafka: batch reads of Kafka through the connector's
-    # DataSource V2 reader, which hands rows on as it makes them; the V1 relation turns
-    # each into an external Row and back (measured, 2,000,000 records of 512 B on a warm
-    # server: counted 1.7-2.1 -> 1.3-1.5 s, digested 2.1-2.3 -> 1.8 s, into Python 3.5-3.6
-    # -> 3.1-3.2 s).
+    # Spark's own default list minus kafka: Kafka batch reads through the connector's
+    # DataSource V2 reader, which hands its rows on; the V1 relation turns each into an
+    # external Row and back (a fifth of a read's time).
     "spark.sql.sources.useV1SourceList": "avro,csv,json,orc,parquet,text",
     "spark.redaction.regex": REDACTION,
     "spark.sql.redaction.options.regex": REDACTION,
