@@ -68,7 +68,7 @@ MIRRORFLOW_DEFAULTS = {
     "mirrorflow.lease.wait.seconds": 60,
     "mirrorflow.transaction.records": 100000,
     "mirrorflow.max.records.per.partition": 1_000_000,
-    "mirrorflow.records.per.spark.partition": 250_000,
+    "mirrorflow.records.per.spark.partition": 2_000_000,
     "mirrorflow.validate.fraction": 1.0,
     "mirrorflow.validate.expectations.dir": "",
     "mirrorflow.alert.max.lag.records": -1,
