@@ -11,14 +11,25 @@ from pathlib import Path
 
 import pytest
 
-from helpers.kafka import config_file, create_topic, produce, read_partition, topics, varied_records
+from helpers.kafka import (
+    config_file,
+    create_topic,
+    delete_records,
+    produce,
+    read_partition,
+    topics,
+    varied_records,
+)
 from mirrorflow.cli import main
 from mirrorflow.config.model import load_config
+from mirrorflow.errors import DataLossError
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle
 from mirrorflow.source.offsets import OffsetStore
+from mirrorflow.source.plan import plan_run
 from mirrorflow.spark import submit
+from mirrorflow.spark.job import run_steps
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -122,3 +133,24 @@ def test_killed_job_then_rerun_leaves_every_record_once(spark, two_clusters: dic
     assert_mirrored(a, b, "clicks", 2, "a.clicks")
     assert OffsetStore(cluster_b, "a").positions() == {("clicks", 0): total // 2 - 1,
                                                        ("clicks", 1): total // 2 - 1}
+
+
+def test_retention_after_planning_fails_the_job_with_the_writers_data_loss_error(
+        spark, two_clusters: dict[str, str], tmp_path: Path) -> None:
+    """Records removed between planning and the mirror's read: the Spark task's writer
+    raises DataLossError naming the offsets, the driver raises it as such, and no
+    position moves."""
+    a = two_clusters["a"]
+    create_topic(a, "orders", 1)
+    produce(a, "orders", varied_records(300), 1)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true\n",
+                       "emit.heartbeats.enabled = false\n")
+    config = load_config(path)
+    flow = config.flow("a->b")
+    plan, _ = plan_run(config, flow, "run-1")
+    assert [(r.topic, r.start, r.end) for r in plan.ranges] == [("orders", 0, 300)]
+    delete_records(a, "orders", 0, 120)
+    with pytest.raises(DataLossError, match=r"^source orders\[0\]: offsets 0\.\.119 of the "
+                                            r"planned range 0\.\.299 were removed by retention"):
+        run_steps(spark, config, flow, plan, run_id="run-1")
+    assert OffsetStore(config.cluster("b"), "a").positions() == {}

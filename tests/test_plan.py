@@ -8,8 +8,9 @@ import pytest
 
 from helpers.kafka import config_file, create_topic, delete_records, produce, topics, varied_records
 from mirrorflow.config.model import load_config
+from mirrorflow.errors import DataLossError
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import DataLossError, PlanError, PlanStore, build_plan, plan_run
+from mirrorflow.source.plan import PlanError, PlanStore, build_plan, plan_run
 
 pytestmark = pytest.mark.broker
 

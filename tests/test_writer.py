@@ -12,8 +12,9 @@ from confluent_kafka import Producer
 
 from helpers.kafka import create_topic, delete_records, produce, read_partition, varied_records
 from mirrorflow.config.model import parse_config
+from mirrorflow.errors import DataLossError
 from mirrorflow.source import ledger
-from mirrorflow.source.writer import DataLossError, PartitionWriter, WriteError, WriteTask
+from mirrorflow.source.writer import PartitionWriter, WriteError, WriteTask
 
 pytestmark = pytest.mark.broker
 

@@ -7,3 +7,9 @@ from __future__ import annotations
 
 class MirrorflowError(Exception):
     """An error of mirrorflow's; the message names the property, topic, offset or cluster."""
+
+
+class DataLossError(MirrorflowError):
+    """Records not yet mirrored were removed from the source (retention, truncation): the
+    planner finds them gone before a run, a writer or the mirror's result while it runs.
+    The message names the topic, partition, offsets and ``failOnDataLoss``."""

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
 from mirrorflow.config.model import ClusterConfig, FlowConfig, MirrorConfig
-from mirrorflow.errors import MirrorflowError
+from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.internal_topics import CompactedTopic
 from mirrorflow.kafka.watermarks import probe_watermarks
@@ -36,10 +36,6 @@ KEEP_PLANS = 20
 
 class PlanError(MirrorflowError):
     """The run cannot be planned; the message names the topic, partition or cluster."""
-
-
-class DataLossError(PlanError):
-    """Records not yet mirrored were removed from the source (retention, truncation)."""
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mirrorflow.config.model import ClusterConfig
-from mirrorflow.errors import MirrorflowError
+from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.quality.digests import RangeDigest
 from mirrorflow.source import ledger
@@ -71,10 +71,6 @@ def _no_transactions() -> tuple[int, ...]:
 
 class WriteError(MirrorflowError):
     """A range could not be written; the message names topic, partition and offset."""
-
-
-class DataLossError(WriteError):
-    """Records of a range were removed from the source before they were written."""
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,14 @@ import re
 from collections.abc import Iterator
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig, parse_config
-from mirrorflow.errors import MirrorflowError
+from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import digests
 from mirrorflow.source import ledger
 from mirrorflow.source.history import merge_spans
 from mirrorflow.source.plan import Plan
-from mirrorflow.source.writer import DataLossError, PartitionWriter, WriteTask
+from mirrorflow.source.writer import PartitionWriter, WriteTask
 from mirrorflow.spark.kafka_source import for_writer, read_ranges
 
 log = logging.getLogger(__name__)
