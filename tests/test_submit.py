@@ -3,6 +3,9 @@ ones, kept only from a JVM that exited normally."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,6 +45,19 @@ def test_an_archive_from_a_failed_run_is_dropped(folder: Path) -> None:
     with submit.driver_class_archive("local[*]") as kept:
         kept.fresh.write_bytes(b"archive")
     assert [p.name for p in folder.iterdir()] == [kept.path.name]
+
+
+def test_a_kept_archive_removes_what_killed_runs_left_behind(folder: Path) -> None:
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    fresh = submit.class_archive("local[*]")
+    killed = folder / f"{fresh.path.stem}.{ended.pid}.writing"
+    writing = folder / f"{fresh.path.stem}.{os.getppid()}.writing"  # a live process's
+    for partial in (killed, writing):
+        partial.write_bytes(b"half an archive")
+    fresh.fresh.write_bytes(b"archive")
+    fresh.settle(exited_normally=True)
+    assert sorted(p.name for p in folder.iterdir()) == sorted([fresh.path.name, writing.name])
 
 
 def test_a_driver_elsewhere_gets_no_archive(folder: Path) -> None:

@@ -67,16 +67,32 @@ class ClassArchive:
                 else f"-XX:SharedArchiveFile={self.path}")
 
     def settle(self, exited_normally: bool) -> None:
-        """After the job: keep a fresh archive when its JVM exited normally."""
+        """After the job: keep a fresh archive when its JVM exited normally; a kept one
+        removes those of an earlier pyspark, connector or JDK, and what runs killed
+        while they wrote theirs left behind."""
         if self.fresh is None or not self.fresh.exists():
             return
-        if exited_normally:
-            os.replace(self.fresh, self.path)
-            for stale in self.path.parent.glob("spark-driver-*.jsa"):
-                if stale != self.path:  # of an earlier pyspark, connector or JDK
-                    stale.unlink(missing_ok=True)
-        else:
+        if not exited_normally:
             self.fresh.unlink()
+            return
+        os.replace(self.fresh, self.path)
+        for stale in self.path.parent.glob("spark-driver-*.jsa"):
+            if stale != self.path:
+                stale.unlink(missing_ok=True)
+        for partial in self.path.parent.glob("spark-driver-*.*.writing"):
+            pid = partial.name.split(".")[-2]
+            if pid.isdigit() and not _alive(int(pid)):
+                partial.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def class_archive(master: str) -> ClassArchive | None:
