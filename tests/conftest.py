@@ -22,6 +22,7 @@ if os.environ.get("MIRRORFLOW_TEST_AIRFLOW_WORKER") != _WORKER:
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+# Module-scoped fixtures' reports; each test gets a folder of its own (reports_dir).
 os.environ.setdefault("MIRRORFLOW_REPORTS_DIR", tempfile.mkdtemp(prefix="mirrorflow-reports-"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # SparkSubmitOperator runs `spark-submit` from PATH; the venv's is the full pyspark's.
@@ -41,6 +42,15 @@ def pytest_report_header() -> str:
     from mirrorflow.jvm import kafka_version
 
     return f"Apache Kafka {kafka_version()} (local KRaft brokers from jvm/pom.xml)"
+
+
+@pytest.fixture(autouse=True)
+def reports_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own reports folder: xdist's workers share one environment, and a test
+    that reads a flow's newest report must not find another worker's run of that flow."""
+    folder = tmp_path / "reports"
+    monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(folder))
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -141,4 +141,5 @@ def test_a_lapsed_holder_commits_nothing(two_clusters: dict[str, str], tmp_path:
     finally:
         done.set()
         thread.join()
+        paused.__exit__(None, None, None)  # not this test's context's lease any more
     assert store.positions() == {}
