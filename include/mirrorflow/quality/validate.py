@@ -485,7 +485,7 @@ def import_gx():
 
 def run_suites(verdict_list: list[PartitionVerdict], cps: list[CheckpointVerdict],
                planned_records: int, records_frame, suites: list[dict],
-               docs_dir: Path | None, run_name: str):
+               docs_dir: Path, run_name: str):
     """Run the GX suites, with a Data Docs site in ``docs_dir``. Suite name -> success,
     and the GX context that renders the docs (:func:`build_docs`)."""
     gx = import_gx()
@@ -493,12 +493,11 @@ def run_suites(verdict_list: list[PartitionVerdict], cps: list[CheckpointVerdict
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    if docs_dir is not None:
-        context.add_data_docs_site(site_name="run", site_config={
-            "class_name": "SiteBuilder",
-            "store_backend": {"class_name": "TupleFilesystemStoreBackend",
-                              "base_directory": str(docs_dir)},
-            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
+    context.add_data_docs_site(site_name="run", site_config={
+        "class_name": "SiteBuilder",
+        "store_backend": {"class_name": "TupleFilesystemStoreBackend",
+                          "base_directory": str(docs_dir)},
+        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
     # The built-in suites look at one row per range or checkpoint: pandas, no Spark jobs
     # (GX computes every metric with a job of its own). User suites see the mirrored
     # records, on Spark.
