@@ -94,11 +94,20 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
     bag = dagbag_for(path, repo / "dags", monkeypatch)
     full, bare = bag.dags["mirror__a__b"], bag.dags["mirror__c__a"]
     assert set(full.task_ids) == {
-        "check_clusters", "emit_heartbeat", "plan", "mirror", "validate",
+        "check_clusters", "claim_flow", "emit_heartbeat", "plan", "mirror", "validate",
         "commit_and_sync_offsets", "checkpoint", "sync_group_offsets", "await_heartbeat", "report",
-        "check_lag", "sync_topic_metadata"}
-    assert set(bare.task_ids) == {"check_clusters", "plan", "mirror", "validate",
-                                  "commit_and_sync_offsets", "report", "check_lag"}
+        "check_lag", "sync_topic_metadata", "release_flow"}
+    assert set(bare.task_ids) == {"check_clusters", "claim_flow", "plan", "mirror", "validate",
+                                  "commit_and_sync_offsets", "release_flow", "report",
+                                  "check_lag"}
+    # The run owns the flow from claim_flow to release_flow, which runs whatever the
+    # state-writing tasks did and waits for all of them.
+    assert full.get_task("claim_flow").downstream_task_ids == {"emit_heartbeat"}
+    assert bare.get_task("claim_flow").downstream_task_ids == {"plan"}
+    assert full.get_task("claim_flow").mode == "reschedule"
+    assert full.get_task("release_flow").trigger_rule == "all_done"
+    assert full.get_task("release_flow").upstream_task_ids == {
+        "commit_and_sync_offsets", "checkpoint", "sync_group_offsets", "sync_topic_metadata"}
     assert full.get_task("validate").downstream_task_ids == {"commit_and_sync_offsets"}
     assert full.get_task("emit_heartbeat").downstream_task_ids == {"plan"}
     assert full.get_task("sync_topic_metadata").upstream_task_ids == {"plan"}

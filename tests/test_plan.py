@@ -77,7 +77,7 @@ def test_pending_plan_is_resumed_not_replanned(setup) -> None:
     produce(a, "orders", varied_records(30, 3000), 3)
     again, resumed = plan_run(config, flow, "run-1-retry")
     assert resumed and again == first
-    PlanStore(config, flow).mark_committed(first)
+    PlanStore(config, flow).mark_committed(first, "run-1-retry")
     fresh, resumed = plan_run(config, flow, "run-2")
     assert not resumed and fresh.plan_id != first.plan_id
 

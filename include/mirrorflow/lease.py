@@ -23,6 +23,24 @@ A holder that cannot renew in time (a paused process, a partitioned network) may
 been replaced. :meth:`FlowLease.check` raises :class:`LeaseLostError` then, and every step
 calls :func:`check_held` right before it commits anything (positions, offset syncs,
 checkpoints, group offsets, topic metadata, plans), so a lapsed holder stops first.
+
+Checking is not enough: a holder can pass the check and pause before its write lands.
+So every state write is **fenced**, as Kafka fences a zombie producer: while a lease is
+held, the flow's internal-topic writes go through :class:`StateFence`, transactions of
+one ``transactional.id`` per flow (``mirrorflow-state|<flow>``) on the flow's source and
+target. A holder calls ``init_transactions`` on both clusters right after its claim wins
+and only then reads any state, which bumps the producer epoch and so fences every
+earlier holder for good: a write of a paused, lapsed holder fails at the broker instead
+of landing. A holder whose write is fenced (a sibling task of its own run initialised
+the same id) initialises again, re-reads the lease log, and writes again only while it
+still holds the flow; otherwise it raises :class:`LeaseLostError`.
+
+**A DAG run owns the flow from its first task to its last** (issue 37): the DAG's
+``claim_flow`` sensor adds the run's *run hold* (holder ``run``, lapsing
+``mirrorflow.lease.run.timeout.seconds`` after the run's last task let go), every task
+of the run joins it, and ``release_flow`` (run whatever the other tasks' outcome)
+releases it. A run that finds the flow owned by another live run waits in the sensor,
+rescheduled, holding no worker slot.
 """
 
 from __future__ import annotations
@@ -36,16 +54,25 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from mirrorflow.config.model import FlowConfig, MirrorConfig
+from mirrorflow.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
-from mirrorflow.kafka.internal_topics import CompactedTopic, read_log
+from mirrorflow.kafka.internal_topics import (
+    CompactedTopic,
+    Records,
+    fenced_by,
+    read_log,
+    unfenced,
+)
 
 log = logging.getLogger(__name__)
 
 LEASES_TOPIC = "mirrorflow-leases.internal"
 RETENTION_MS = 24 * 3600 * 1000
 POLL_S = 1.0
+RUN_HOLDER = "run"  # the holder a DAG run's claim adds, kept between its tasks
+FENCE_ATTEMPTS = 5
+FENCE_TIMEOUT_S = 30.0
 _HELD: contextvars.ContextVar[FlowLease | None] = contextvars.ContextVar("lease", default=None)
 
 
@@ -107,6 +134,80 @@ def holder(records: Iterable[LeaseRecord]) -> LeaseState | None:
     return state
 
 
+def state_transactional_id(flow_name: str) -> str:
+    """The one transactional id of a flow's state writes, per cluster: each new holder's
+    ``init_transactions`` fences every earlier holder's producer."""
+    return f"mirrorflow-state|{flow_name}"
+
+
+class StateFence:
+    """A holder's transactional producers for the flow's state writes, one per cluster of
+    the flow (see the module's note). ``verify`` raises :class:`LeaseLostError` unless
+    the holder still holds the flow; it is called after every (re)initialisation."""
+
+    def __init__(self, flow_name: str, clusters: list[ClusterConfig], verify) -> None:
+        self.flow = flow_name
+        self.clusters = {c.alias: c for c in clusters}
+        self.verify = verify
+        self._producers: dict[str, object] = {}
+
+    def open(self) -> None:
+        """Fence every earlier holder on every cluster of the flow, then verify."""
+        for alias in self.clusters:
+            self._producers[alias] = self._init(alias)
+        self.verify()
+
+    def _init(self, alias: str):
+        from confluent_kafka import KafkaException, Producer
+
+        cluster = self.clusters[alias]
+        where = f"cluster {alias!r}, the state producer of flow {self.flow}"
+        producer = clients.new_client(Producer, clients.client_config(
+            cluster, "producer", **{"transactional.id": state_transactional_id(self.flow),
+                                    "acks": "all", "linger.ms": 0,
+                                    "partitioner": "murmur2_random"}), where)
+        try:
+            producer.init_transactions(FENCE_TIMEOUT_S)
+        except KafkaException as exc:
+            raise LeaseLostError(f"flow {self.flow}: cannot fence earlier holders on cluster "
+                                 f"{alias!r}: {exc.args[0].str()}") from None
+        return producer
+
+    def write(self, topic: CompactedTopic, records: Records, timeout: float) -> None:
+        """Write ``records`` to ``topic`` in one transaction of the flow's id; a fenced
+        producer is initialised again (and the lease verified) before a new attempt."""
+        from confluent_kafka import KafkaException
+
+        alias = topic.cluster.alias
+        if alias not in self.clusters:  # a cluster outside the flow: no fence there
+            topic.write_unfenced(records, timeout)
+            return
+        for _ in range(FENCE_ATTEMPTS):
+            producer = self._producers.get(alias) or self._init(alias)
+            self._producers[alias] = producer
+            try:
+                producer.begin_transaction()
+                for key, value in records:
+                    producer.produce(topic.topic, key=key, value=value)
+                producer.commit_transaction(timeout)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.fatal() or not error.txn_requires_abort():
+                    # Fenced by a newer producer of the flow's id (another holder, or a
+                    # sibling task of this run): only a holder that still holds goes on.
+                    log.info("flow %s: state write to %s fenced (%s); fencing again",
+                             self.flow, topic.topic, error.str())
+                    self._producers[alias] = self._init(alias)
+                    self.verify()
+                else:
+                    producer.abort_transaction(timeout)
+        raise LeaseLostError(f"flow {self.flow}: a write to {topic.topic} on cluster "
+                             f"{alias!r} was fenced {FENCE_ATTEMPTS} times in a row; "
+                             "another holder keeps taking the flow, so nothing more is "
+                             "written")
+
+
 class FlowLease:
     """``with FlowLease(config, flow, owner):`` holds the flow for ``owner`` (a run id),
     joining a lease its run already owns (see the module's note)."""
@@ -114,6 +215,7 @@ class FlowLease:
     def __init__(self, config: MirrorConfig, flow: FlowConfig, owner: str,
                  wait_s: float | None = None):
         self.cluster = config.cluster(flow.target)
+        self.clusters = [config.cluster(flow.target), config.cluster(flow.source)]
         self.flow = flow.name
         self.owner = owner
         self.holder = uuid.uuid4().hex[:12]
@@ -124,15 +226,22 @@ class FlowLease:
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self._renewed = 0.0  # monotonic time of the last acknowledged claim or renewal
+        self.run_ttl_ms = flow.get("mirrorflow.lease.run.timeout.seconds") * 1000
         self._token: contextvars.Token | None = None
+        self._fence_token: contextvars.Token | None = None
+        self._fence: StateFence | None = None
+        self._run_held = False  # the owner's run hold was live when this holder joined
 
     def _topic(self) -> CompactedTopic:
         return CompactedTopic(self.cluster, LEASES_TOPIC, 1, self.replication_factor)
 
-    def _append(self, op: str) -> LeaseRecord:
-        record = LeaseRecord(self.flow, self.owner, op, int(time.time() * 1000), self.ttl_ms,
-                             self.holder)
-        self._topic().write([(self.flow.encode(), json.dumps(asdict(record)).encode())])
+    def _append(self, op: str, holder_id: str | None = None,
+                ttl_ms: int | None = None) -> LeaseRecord:
+        record = LeaseRecord(self.flow, self.owner, op, int(time.time() * 1000),
+                             self.ttl_ms if ttl_ms is None else ttl_ms,
+                             self.holder if holder_id is None else holder_id)
+        self._topic().write_unfenced([(self.flow.encode(),
+                                       json.dumps(asdict(record)).encode())])
         return record
 
     def records(self) -> list[LeaseRecord]:
@@ -154,10 +263,47 @@ class FlowLease:
         state = holder(self.records())
         return state if state is not None and state.live(int(time.time() * 1000)) else None
 
-    def __enter__(self) -> FlowLease:
+    def _ensure_topic(self) -> None:
         clients.ensure_topic(self.cluster, LEASES_TOPIC, 1, self.replication_factor,
                              config={"cleanup.policy": "delete",
                                      "retention.ms": str(RETENTION_MS)})
+
+    def verify(self) -> None:
+        """Raise :class:`LeaseLostError` unless the log's replay, read now, has this holder
+        live: the fence's check after each ``init_transactions``."""
+        state = holder(self.records())
+        if state is None or not state.live(int(time.time() * 1000)) \
+                or self.holder not in state.holders:
+            self.lost.set()
+            raise LeaseLostError(
+                f"flow {self.flow}: the lease of {self.owner} on cluster "
+                f"{self.cluster.alias!r} is held by "
+                f"{state.owner if state is not None else 'nobody'} now; nothing more is "
+                "written")
+
+    def claim_run(self) -> LeaseState | None:
+        """Add the run hold of this owner (a DAG run) unless another owner holds the
+        flow: None when claimed (or already this owner's), else who holds it."""
+        self._ensure_topic()
+        while True:
+            claim = self._append("acquire", RUN_HOLDER, self.run_ttl_ms)
+            records = self.records()
+            if claim not in records:
+                continue
+            state = holder(records[:records.index(claim) + 1])
+            if state is not None and state.owner == self.owner:
+                return None
+            state = holder(records)
+            if state is not None:
+                return state
+
+    def release_run(self) -> None:
+        """Release this owner's run hold (the DAG's last step, whatever the run did)."""
+        self._ensure_topic()
+        self._append("release", RUN_HOLDER)
+
+    def __enter__(self) -> FlowLease:
+        self._ensure_topic()
         deadline = time.monotonic() + self.wait_s
         waiting_for: str | None = None
         while True:
@@ -169,6 +315,7 @@ class FlowLease:
             state = holder(records[:records.index(claim) + 1])
             if state is not None and self.holder in state.holders:
                 self._renewed = started
+                self._run_held = RUN_HOLDER in state.holders
                 break
             state = holder(records)
             if state is None:  # released after our claim, which it made void: claim again
@@ -184,10 +331,22 @@ class FlowLease:
                 log.info("flow %s is held by %s; waiting", self.flow, state.owner)
                 waiting_for = state.owner
             time.sleep(POLL_S)
+        outer = _HELD.get()
+        if outer is not None and outer.flow == self.flow and outer.owner == self.owner \
+                and outer._fence is not None:
+            self._fence = outer._fence  # a holder of this process's own run: one fence
+        else:
+            self._fence = StateFence(self.flow, self.clusters, self.verify)
+            try:
+                self._fence.open()
+            except LeaseLostError:
+                self._append("release")
+                raise
         self._renewer = threading.Thread(target=self._renew, daemon=True,
                                          name=f"lease {self.flow}")
         self._renewer.start()
         self._token = _HELD.set(self)
+        self._fence_token = fenced_by(self._fence.write)
         return self
 
     def _renew(self) -> None:
@@ -219,12 +378,15 @@ class FlowLease:
                 "may hold the flow, so nothing more is committed")
 
     def __exit__(self, *exc_info) -> None:
-        if self._token is not None:
+        if self._fence_token is not None:
             _HELD.reset(self._token)
+            unfenced(self._fence_token)
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join()
         if not self.lost.is_set():
+            if self._run_held:  # the run hold lapses counting from this task's end
+                self._append("renew", RUN_HOLDER, self.run_ttl_ms)
             self._append("release")
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from mirrorflow.checkpoint import checkpoints
 from mirrorflow.checkpoint.remote import topic_names
 from mirrorflow.config.model import FlowConfig, MirrorConfig, load_config
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.heartbeat import heartbeats
 from mirrorflow.lease import FlowLease
 from mirrorflow.progress import Sink, WriteProgress, describe_plan
@@ -42,6 +43,11 @@ from mirrorflow.spark.session import get_session, is_connect
 from mirrorflow.spark.submit import classic_environment, driver_class_archive, submit_command
 
 log = logging.getLogger(__name__)
+
+
+class CommitRefusedError(MirrorflowError):
+    """A plan without a passing completeness check was asked to commit (e.g. a failed
+    ``validate`` marked success); nothing was committed."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,8 @@ class RunResult:
     plan_id: str
     resumed: bool
     partitions: list[PartitionReport] = field(default_factory=list)
+    plan_run_id: str | None = None  # the run that made the plan, when another one did
+    note: str | None = None  # what a step that did nothing says instead
     gaps: list[dict] = field(default_factory=list)
     records: int = 0
     bytes: int = 0
@@ -128,7 +136,7 @@ def summarize(flow: FlowConfig, plan: Plan, result: dict | None,
                              "job did not finish, nothing was committed")
     by_tp = {(r["topic"], r["partition"]): r for r in result["ranges"]}
     report = RunResult(flow.name, plan.run_id, plan.plan_id, resumed,
-                       gaps=[asdict(g) for g in plan.gaps])
+                       gaps=[asdict(g) for g in plan.gaps], plan_run_id=plan.run_id)
     for rng in plan.ranges:
         r = by_tp.get((rng.topic, rng.partition))
         if r is None:
@@ -192,16 +200,30 @@ def record_history(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: d
     store.write(changed.values(), {tp: syncs[tp] for tp in touched})
 
 
-def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan,
+def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str,
                 resumed: bool = False) -> RunResult:
-    """Check the job's result covers the plan, then emit offset syncs, record the
-    history, commit positions and close the plan, in that order: a crash in between
-    repeats the steps done, never loses one."""
+    """Commit ``plan`` for run ``run_id``: only while it is the pending plan (else
+    :class:`PlanNotPendingError`: a stale run's task does nothing) and, when it has
+    ranges, only with a passing completeness check stored for it (else
+    :class:`CommitRefusedError`). Then emit offset syncs, record the history, commit
+    positions and close the plan, in that order: a crash in between repeats the steps
+    done, never loses one; each write is fenced by the flow's lease."""
     store = PlanStore(config, flow)
+    store.require_pending(plan.plan_id)
     result = store.result(plan.plan_id)
     report = summarize(flow, plan, result, resumed)
+    report.run_id = run_id
     stored = store.validation(plan.plan_id)
     passed = Validation.from_dict(stored) if stored and stored.get("success") else None
+    if plan.ranges and passed is None:
+        state = "failed" if stored else "none is stored"
+        raise CommitRefusedError(
+            f"plan {plan.plan_id} of flow {flow.name} has no passing completeness check "
+            f"({state}); nothing was committed. Clear the run's mirror task to mirror "
+            "(nothing twice) and check again, or repair the remote topic and reset the "
+            "flow (docs/operations.md, after a failed completeness check)")
+    if plan.run_id != run_id:
+        log.info("run %s commits plan %s, made by run %s", run_id, plan.plan_id, plan.run_id)
     if flow.get("emit.offset-syncs.enabled"):
         report.offset_syncs = offset_syncs.emit(
             config, flow, offset_syncs.syncs_from_results(result["ranges"]))
@@ -210,7 +232,7 @@ def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan,
     if positions:
         OffsetStore(config.cluster(flow.target), flow.source,
                     flow.get("replication.factor")).commit(positions)
-    store.mark_committed(plan)
+    store.mark_committed(plan, run_id)
     ledger.drop_spans(config.cluster(flow.target), flow.source, plan.plan_id)
     return report
 
@@ -316,8 +338,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
             if validation is not None and not validation.success:
                 raise failed_proof(flow, plan, result, resumed, run_id, validation,
                                    time.monotonic() - started)
-            report = commit_step(config, flow, plan, resumed)
-            report.run_id = run_id
+            report = commit_step(config, flow, plan, run_id, resumed)
             report.validation = validation.to_dict() if validation else None
             checkpoint_step(config, flow, report)
             report.metadata = metadata

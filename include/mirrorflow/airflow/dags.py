@@ -33,6 +33,8 @@ START_DATE = datetime(2024, 1, 1)
 RETRIES = 2
 SPARK_POOL = "mirrorflow_spark"
 HEARTBEAT_TIMEOUT_S = 600
+CLAIM_POKE_S = 10
+CLAIM_TIMEOUT_S = 24 * 3600  # an owner that stops lapses long before
 
 
 def config_path() -> Path:
@@ -65,6 +67,15 @@ def check_clusters(config_file: str, flow_name: str) -> dict[str, str]:
     for alias in (flow.source, flow.target):
         check_reachable(config.cluster(alias))
     return {"source": flow.source, "target": flow.target, "config_digest": config.digest}
+
+
+def release_flow(config_file: str, flow_name: str, run_id: str) -> None:
+    """The run lets go of its flow (after its last state-writing task, whatever their
+    outcome), so the next run's ``claim_flow`` goes on at once."""
+    from mirrorflow.lease import FlowLease
+
+    config = load_config(config_file)
+    FlowLease(config, config.flow(flow_name), run_id).release_run()
 
 
 def emit_heartbeat(config_file: str, flow_name: str, run_id: str) -> int:
@@ -109,14 +120,18 @@ def _plan(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> 
 def verdict(config_file: str, flow_name: str, planned: dict, run_id: str) -> dict:
     """Fail, without retries, when this run's completeness check (stored with the plan by
     the ``mirror`` task's job) failed; a re-check means clearing ``mirror``."""
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     from mirrorflow.quality.validate import Validation
-    from mirrorflow.source.plan import PlanStore
+    from mirrorflow.source.plan import PlanNotPendingError, PlanStore
 
     config = load_config(config_file)
     flow = config.flow(flow_name)
     store = PlanStore(config, flow)
+    try:
+        store.require_pending(planned["plan_id"])
+    except PlanNotPendingError as exc:  # an older run's task: its verdict no longer matters
+        raise AirflowSkipException(str(exc)) from None
     stored = store.validation(planned["plan_id"])
     if stored is None or stored.get("run_id") != run_id:
         raise AirflowFailException(f"flow {flow_name}: no completeness check of plan "
@@ -136,13 +151,22 @@ def verdict(config_file: str, flow_name: str, planned: dict, run_id: str) -> dic
 
 def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
                             run_id: str) -> dict:
-    """Check the Spark job's result, emit offset syncs, commit positions."""
-    from mirrorflow.run import commit_step
-    from mirrorflow.source.plan import PlanStore
+    """Check the Spark job's result and its passing proof, emit offset syncs, commit
+    positions. A plan that is no longer pending (this task of an older run, cleared or
+    re-run) commits nothing: the task says who committed or superseded it, and ends."""
+    from mirrorflow.run import RunResult, commit_step
+    from mirrorflow.source.plan import PlanNotPendingError, PlanStore
 
     with _leased(config_file, flow_name, run_id) as (config, flow):
-        stored = PlanStore(config, flow).load(planned["plan_id"])
-        return asdict(commit_step(config, flow, stored, planned["resumed"]))
+        store = PlanStore(config, flow)
+        try:
+            store.require_pending(planned["plan_id"])  # before load: old plans are pruned
+            stored = store.load(planned["plan_id"])
+            return asdict(commit_step(config, flow, stored, run_id, planned["resumed"]))
+        except PlanNotPendingError as exc:
+            log.warning("%s", exc)
+            return asdict(RunResult(flow.name, run_id, planned["plan_id"], planned["resumed"],
+                                    note=str(exc)))
 
 
 def checkpoint(config_file: str, flow_name: str, run_id: str) -> dict:
@@ -264,7 +288,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
     from airflow.sdk import DAG, task
 
     from mirrorflow.airflow.operators import MirrorJobOperator
-    from mirrorflow.airflow.sensors import HeartbeatSensor
+    from mirrorflow.airflow.sensors import FlowClaimSensor, HeartbeatSensor
     from mirrorflow.heartbeat import heartbeats
 
     path, name = str(config.path), flow.name
@@ -282,6 +306,13 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
     ) as dag:
         clusters = task(task_id="check_clusters", doc_md="Both clusters answer.")(
             check_clusters)(path, name)
+        claimed = FlowClaimSensor(
+            task_id="claim_flow", config_file=path, flow_name=name, mode="reschedule",
+            poke_interval=CLAIM_POKE_S, timeout=CLAIM_TIMEOUT_S,
+            doc_md="This run takes the flow for itself until release_flow; while another "
+                   "live run of the flow owns it (a backfill, a manual trigger, another "
+                   "deployment), it waits here, rescheduled, holding no worker slot.")
+        clusters >> claimed
         planned = task(task_id="plan", doc_md="Store the run's ranges (a retry reuses them).")(
             plan)(path, name)
         mirror = MirrorJobOperator(
@@ -302,14 +333,15 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                          doc_md="Emit offset syncs, then commit positions (MM2's offset store).")(
             commit_and_sync_offsets)(path, name, planned)
         last = [committed]
+        writers = [committed]  # the tasks that write state after the plan
         if heartbeats.emits(config, flow):
             beat = task(task_id="emit_heartbeat",
                         doc_md="This run's heartbeats, as MM2 emits them: the pair's into "
                                "the target, the reverse pair's into the source.")(
                 emit_heartbeat)(path, name)
-            clusters >> beat >> planned
+            claimed >> beat >> planned
         else:
-            clusters >> planned
+            claimed >> planned
         if heartbeats.senses(config, flow):
             sensed = HeartbeatSensor(
                 task_id="await_heartbeat",
@@ -328,6 +360,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                 checkpoint)(path, name)
             committed >> checkpointed
             last.append(checkpointed)
+            writers.append(checkpointed)
         if flow.get("sync.group.offsets.enabled"):
             # After this run's checkpoints: the sync reads the checkpoint store, as MM2's does.
             synced = task(task_id="sync_group_offsets",
@@ -335,6 +368,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                 sync_group_offsets)(path, name)
             checkpointed >> synced
             last.append(synced)
+            writers.append(synced)
         if flow.get("sync.topic.configs.enabled") or flow.get("sync.topic.acls.enabled"):
             metadata = task(task_id="sync_topic_metadata",
                             doc_md="Topic configs and READ ACLs to the remote topics (MM2's "
@@ -342,6 +376,11 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                 sync_topic_metadata)(path, name)
             planned >> metadata
             last.append(metadata)
+            writers.append(metadata)
+        released = task(task_id="release_flow", trigger_rule="all_done",
+                        doc_md="The run lets go of the flow, whatever its other tasks did.")(
+            release_flow)(path, name)
+        writers >> released
         summary = task(task_id="report", doc_md="The run's summary, the flow's report index and "
                                                 "metrics.")(report)(path, name, committed)
         last >> summary

@@ -9,7 +9,9 @@ runs by the connection's type:
   jars and the ``mirrorflow`` package as ``--py-files``, as ``mirrorflow run`` submits it.
 
 Skipped, with no Spark at all, when the run's plan has nothing to mirror: the skipped task
-stores the empty result, as ``mirrorflow run`` does, so the commit closes the plan.
+stores the empty result, as ``mirrorflow run`` does, so the commit closes the plan. Skipped
+too when the plan is no longer pending (the task of an older run, cleared or re-run): its
+records were committed, or superseded, and mirroring them again would write them twice.
 """
 
 from __future__ import annotations
@@ -38,28 +40,35 @@ class MirrorJobOperator(BaseOperator):
 
     def execute(self, context: Any) -> None:
         from mirrorflow.config.model import load_config
-        from mirrorflow.source.plan import PlanStore
+        from mirrorflow.lease import FlowLease
+        from mirrorflow.source.plan import PlanNotPendingError, PlanStore
 
         planned = context["ti"].xcom_pull(task_ids="plan")
         config = load_config(self.config_file)
         flow = config.flow(self.flow_name)
         store = PlanStore(config, flow)
-        if not planned["ranges"]:
-            store.save_empty_result(planned["plan_id"])
-            raise AirflowSkipException(f"plan {planned['plan_id']} has nothing to mirror; "
-                                       "no Spark job started")
-        from airflow.sdk import BaseHook
+        try:
+            store.require_pending(planned["plan_id"])
+            if not planned["ranges"]:
+                with FlowLease(config, flow, self.run_id):
+                    store.require_pending(planned["plan_id"])
+                    store.save_empty_result(planned["plan_id"])
+                raise AirflowSkipException(f"plan {planned['plan_id']} has nothing to "
+                                           "mirror; no Spark job started")
+            from airflow.sdk import BaseHook
 
-        from mirrorflow.progress import Sink, WriteProgress
+            from mirrorflow.progress import Sink, WriteProgress
 
-        plan = store.load(planned["plan_id"])
-        # Records written, in the task's log every 10 s, read where the writers commit.
-        with WriteProgress(config, flow, plan, Sink(self.log)):
-            connection = BaseHook.get_connection(self.conn_id)
-            if connection.conn_type == "spark_connect":
-                self._run_connected(config, flow, plan)
-            else:
-                self._submit(planned["plan_id"], connection.host or "")
+            plan = store.load(planned["plan_id"])
+            # Records written, in the task's log every 10 s, read where the writers commit.
+            with WriteProgress(config, flow, plan, Sink(self.log)):
+                connection = BaseHook.get_connection(self.conn_id)
+                if connection.conn_type == "spark_connect":
+                    self._run_connected(config, flow, plan)
+                else:
+                    self._submit(planned["plan_id"], connection.host or "")
+        except PlanNotPendingError as exc:
+            raise AirflowSkipException(str(exc)) from None
 
     def _run_connected(self, config, flow, plan) -> None:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook

@@ -1,8 +1,12 @@
-"""The ``await_heartbeat`` sensor: has this run's heartbeat reached the target?
+"""The DAG's sensors.
 
-It pokes in the worker, or, with ``deferrable=True`` (Airflow's
-``[operators] default_deferrable``), hands the waiting to the triggerer through
-:class:`HeartbeatTrigger`, so no worker slot is held while the heartbeat travels.
+* ``claim_flow`` (:class:`FlowClaimSensor`): the run takes the flow for itself, or waits
+  (rescheduled: no worker slot held) while another live run of the flow owns it, so that
+  runs of one flow never race, whatever a backfill's ``max_active_runs`` says.
+* ``await_heartbeat`` (:class:`HeartbeatSensor`): has this run's heartbeat reached the
+  target? It pokes in the worker, or, with ``deferrable=True`` (Airflow's
+  ``[operators] default_deferrable``), hands the waiting to the triggerer through
+  :class:`HeartbeatTrigger`, so no worker slot is held while the heartbeat travels.
 """
 
 from __future__ import annotations
@@ -81,3 +85,29 @@ class HeartbeatSensor(BaseSensorOperator):
     def execute_complete(self, context, event: dict) -> dict:
         self.log.info("heartbeat arrived: %s", event)
         return event
+
+
+class FlowClaimSensor(BaseSensorOperator):
+    """Succeeds once this DAG run owns its flow (the lease's run hold, see
+    :mod:`mirrorflow.lease`); while another run owns it, the poke says which and the
+    task is rescheduled."""
+
+    template_fields = ("run_id",)
+
+    def __init__(self, *, config_file: str, flow_name: str, run_id: str = "{{ run_id }}",
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.config_file, self.flow_name, self.run_id = config_file, flow_name, run_id
+
+    def poke(self, context) -> bool:
+        from mirrorflow.config.model import load_config
+        from mirrorflow.lease import FlowLease
+
+        config = load_config(self.config_file)
+        holder = FlowLease(config, config.flow(self.flow_name), self.run_id).claim_run()
+        if holder is not None:
+            self.log.info("flow %s is owned by run %s (until %s ms unless renewed); waiting",
+                          self.flow_name, holder.owner, holder.until_ms)
+            return False
+        self.log.info("run %s owns flow %s", self.run_id, self.flow_name)
+        return True

@@ -376,6 +376,14 @@ _SPECS = [
         origin="mirrorflow",
     ),
     PropertySpec(
+        "mirrorflow.lease.run.timeout.seconds",
+        "900",
+        _as_positive_int,
+        "A DAG run owns its flow from claim_flow to release_flow; between its tasks the "
+        "ownership lapses this long after the last task let go (a run killed hard).",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
         "mirrorflow.max.records.per.partition",
         "1000000",
         _as_positive_int,

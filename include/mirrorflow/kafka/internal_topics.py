@@ -3,12 +3,19 @@
 Keys are partitioned with murmur2, as the Java client does, so that records written by
 mirrorflow and by MirrorMaker 2 for the same key land in the same partition and
 compaction keeps only the newest.
+
+Writes made while a flow's lease is held go through that lease's fence
+(:class:`mirrorflow.lease.StateFence`, installed with :func:`fenced_by`): transactions of
+the flow's own ``transactional.id``, so a holder that lost the flow can write nothing.
+Reads are ``read_committed``: a fenced holder's aborted records are never seen.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mirrorflow.config.model import ClusterConfig
@@ -21,6 +28,24 @@ log = logging.getLogger(__name__)
 
 class InternalTopicError(MirrorflowError):
     """An internal topic could not be created, read or written."""
+
+
+Records = list[tuple[bytes, bytes | None]]
+# The held lease's fenced writer (topic, records, timeout), for this context.
+_FENCE: contextvars.ContextVar[Callable[[CompactedTopic, Records, float], None] | None] = \
+    contextvars.ContextVar("fence", default=None)
+
+
+def fenced_by(writer: Callable[[CompactedTopic, Records, float], None] | None
+              ) -> contextvars.Token:
+    """Route this context's internal-topic writes through ``writer`` (the lease's fence);
+    reset with the returned token."""
+    return _FENCE.set(writer)
+
+
+def unfenced(token: contextvars.Token) -> None:
+    """Undo :func:`fenced_by`."""
+    _FENCE.reset(token)
 
 
 @dataclass(frozen=True)
@@ -54,6 +79,7 @@ def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[
     # would hold each last fetch for 500 ms.
     consumer = clients.consumer(cluster, **{"group.id": "mirrorflow-internal",
                                             "enable.partition.eof": True,
+                                            "isolation.level": "read_committed",
                                             "fetch.wait.max.ms": 10})
     try:
         consumer.assign([TopicPartition(t, p, marks[(t, p)].low) for t, p in pending])
@@ -106,8 +132,20 @@ class CompactedTopic:
                 latest[record.key] = record.value
         return {k: v for k, v in latest.items() if v is not None}
 
-    def write(self, records: list[tuple[bytes, bytes | None]], timeout: float = 30.0) -> None:
-        """Write records (None value = tombstone) and wait until every one is acknowledged."""
+    def write(self, records: Records, timeout: float = 30.0) -> None:
+        """Write records (None value = tombstone) and wait until every one is acknowledged:
+        through the held lease's fence when this context holds one."""
+        if not records:
+            return
+        fence = _FENCE.get()
+        if fence is not None:
+            fence(self, records, timeout)
+        else:
+            self.write_unfenced(records, timeout)
+
+    def write_unfenced(self, records: Records, timeout: float = 30.0) -> None:
+        """Write records outside any transaction (the lease's own records, and writes
+        made without a lease), and wait until every one is acknowledged."""
         if not records:
             return
         errors: list[str] = []

@@ -38,6 +38,12 @@ class PlanError(MirrorflowError):
     """The run cannot be planned; the message names the topic, partition or cluster."""
 
 
+class PlanNotPendingError(MirrorflowError):
+    """A step was asked to work on a plan that is no longer the flow's pending plan (a
+    cleared or re-run task of an older run): nothing is done, and the message says who
+    committed or superseded it."""
+
+
 @dataclass(frozen=True)
 class Range:
     """Upstream offsets [start, end) of one source partition, and where they go."""
@@ -112,8 +118,29 @@ class PlanStore:
     """Plans and their results, on the target cluster, per source cluster."""
 
     def __init__(self, config: MirrorConfig, flow: FlowConfig):
+        self.flow = flow.name
         self.topic = CompactedTopic(config.cluster(flow.target), plans_topic(flow.source), 1,
                                     flow.get("replication.factor"))
+
+    def require_pending(self, plan_id: str) -> None:
+        """Raise :class:`PlanNotPendingError` unless ``plan_id`` is the pending plan, naming
+        the run that committed it or the plan that superseded it."""
+        entries = self.topic.read()
+        pending = entries.get(PENDING_KEY)
+        if pending == plan_id.encode():
+            return
+        committed = entries.get(b"committed/" + plan_id.encode())
+        if committed is not None:
+            by = json.loads(committed).get("run_id", "?")
+            why = f"it was already committed by run {by}"
+        elif pending is not None:
+            newer = entries.get(b"plan/" + pending)
+            made_by = json.loads(newer).get("run_id", "?") if newer else "?"
+            why = f"it was superseded by plan {pending.decode()} (pending, made by run {made_by})"
+        else:
+            why = "it was dropped (a reset, or the plan store was cleared) and nothing is pending"
+        raise PlanNotPendingError(f"plan {plan_id} of flow {self.flow} is not pending: {why}; "
+                                  "nothing was done")
 
     def pending(self) -> Plan | None:
         entries = self.topic.read()
@@ -182,9 +209,10 @@ class PlanStore:
         self.topic.ensure()
         self.topic.write([(b"synced/" + kind.encode(), str(at_ms).encode())])
 
-    def mark_committed(self, plan: Plan) -> None:
-        """Clear the pending mark (if it is still this plan's) and drop all but the newest
-        plans and results; malformed stored plans are dropped with a warning."""
+    def mark_committed(self, plan: Plan, run_id: str) -> None:
+        """Clear the pending mark (if it is still this plan's), record which run committed
+        the plan, and drop all but the newest plans and results; malformed stored plans
+        are dropped with a warning."""
         check_held()
         entries = self.topic.read()
         stored, malformed = [], []
@@ -199,10 +227,12 @@ class PlanStore:
         old = [p.plan_id.encode() for p in stored[:-KEEP_PLANS]] + malformed
         pending = [(PENDING_KEY, None)] if entries.get(PENDING_KEY) == plan.plan_id.encode() \
             else []
+        done = json.dumps({"run_id": run_id, "at_ms": int(time.time() * 1000)}).encode()
         self.topic.write(pending
+                         + [(b"committed/" + plan.plan_id.encode(), done)]
                          + [(b"plan/" + i, None) for i in old]
                          + [(prefix + i, None) for i in old
-                            for prefix in (b"result/", b"validation/")])
+                            for prefix in (b"result/", b"validation/", b"committed/")])
 
 
 # --------------------------------------------------------------------------- planning

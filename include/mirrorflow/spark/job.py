@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from mirrorflow.config.model import FlowConfig, MirrorConfig, load_config
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.lease import FlowLease
-from mirrorflow.source.plan import Plan, PlanStore
+from mirrorflow.source.plan import Plan, PlanNotPendingError, PlanStore
 
 if TYPE_CHECKING:
     from mirrorflow.quality.validate import Validation
@@ -39,9 +39,10 @@ class NoMirrorResultError(MirrorflowError):
 def run_steps(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan,
               steps: Sequence[str] = STEPS, run_id: str | None = None,
               ) -> tuple[dict | None, Validation | None]:
-    """The job's steps in ``spark``: mirror (holding the flow's lease, which a run holding
-    it under the same ``run_id`` lends), then validate; both results are stored with the
-    plan. Returns the plan's result and the validation (None when not asked for)."""
+    """The job's steps in ``spark``, holding the flow's lease (which a run holding it
+    under the same ``run_id`` lends) for a plan that is still pending: mirror, then
+    validate; both results are stored with the plan. Returns the plan's result and the
+    validation (None when not asked for)."""
     from mirrorflow.quality.validate import prepare_validation, validate_plan
     from mirrorflow.spark.mirror import mirror
 
@@ -49,17 +50,20 @@ def run_steps(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan,
     run_id = run_id or plan.run_id
     if "validate" in steps and plan.ranges:
         prepare_validation()
-    if "mirror" in steps:
-        with FlowLease(config, flow, run_id):
+    with FlowLease(config, flow, run_id):
+        # A cleared or re-run task of an older run finds its plan committed or superseded:
+        # PlanNotPendingError, before a record moves (it would be written twice).
+        store.require_pending(plan.plan_id)
+        if "mirror" in steps:
             store.save_result(plan.plan_id, mirror(spark, config, flow, plan))
-    result = store.result(plan.plan_id)
-    if "validate" not in steps:
-        return result, None
-    if result is None:
-        raise NoMirrorResultError(f"plan {plan.plan_id} of flow {flow.name} has no mirror "
-                                  "result: run the mirror step first")
-    validation = validate_plan(spark, config, flow, plan, result, run_id)
-    store.save_validation(plan.plan_id, validation.to_dict())
+        result = store.result(plan.plan_id)
+        if "validate" not in steps:
+            return result, None
+        if result is None:
+            raise NoMirrorResultError(f"plan {plan.plan_id} of flow {flow.name} has no "
+                                      "mirror result: run the mirror step first")
+        validation = validate_plan(spark, config, flow, plan, result, run_id)
+        store.save_validation(plan.plan_id, validation.to_dict())
     return result, validation
 
 
@@ -97,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = builder.getOrCreate()
     try:
         result, validation = run_steps(spark, config, flow, plan, args.steps, args.run_id)
-    except NoMirrorResultError as exc:
+    except (NoMirrorResultError, PlanNotPendingError) as exc:
         print(exc, file=sys.stderr)
         return 1
     finally:
