@@ -26,6 +26,10 @@ def test_first_live_claim_wins_until_released_or_lapsed() -> None:
                    rec("y", "acquire", 6)]).owner == "y"
     assert holder([rec("x", "acquire", 0), rec("y", "release", 5)]).owner == "x"  # not y's
     assert holder([rec("x", "acquire", 0), rec("x", "release", 5)]) is None
+    # A holder that lapsed and renews (a paused process waking up) gets nothing back.
+    assert holder([rec("x", "acquire", 0), rec("x", "renew", 150)]) is None
+    assert holder([rec("x", "acquire", 0), rec("x", "renew", 150),
+                   rec("y", "acquire", 160)]).owner == "y"
 
 
 def test_holders_of_one_run_never_release_each_other() -> None:

@@ -128,7 +128,8 @@ def holder(records: Iterable[LeaseRecord]) -> LeaseState | None:
                 if not state.holders:
                     state = None
         elif state is None:
-            state = LeaseState(record.owner, {record.holder: record.until_ms})
+            if record.op == "acquire":  # a renewal after a lapse brings nothing back
+                state = LeaseState(record.owner, {record.holder: record.until_ms})
         elif state.owner == record.owner:
             state.holders[record.holder] = record.until_ms
     return state
@@ -331,6 +332,9 @@ class FlowLease:
                 log.info("flow %s is held by %s; waiting", self.flow, state.owner)
                 waiting_for = state.owner
             time.sleep(POLL_S)
+        self._renewer = threading.Thread(target=self._renew, daemon=True,
+                                         name=f"lease {self.flow}")
+        self._renewer.start()  # renewing while the fence is set up
         outer = _HELD.get()
         if outer is not None and outer.flow == self.flow and outer.owner == self.owner \
                 and outer._fence is not None:
@@ -339,12 +343,12 @@ class FlowLease:
             self._fence = StateFence(self.flow, self.clusters, self.verify)
             try:
                 self._fence.open()
-            except LeaseLostError:
-                self._append("release")
+            except BaseException:
+                self._stop.set()
+                self._renewer.join()
+                if not self.lost.is_set():
+                    self._append("release")
                 raise
-        self._renewer = threading.Thread(target=self._renew, daemon=True,
-                                         name=f"lease {self.flow}")
-        self._renewer.start()
         self._token = _HELD.set(self)
         self._fence_token = fenced_by(self._fence.write)
         return self

@@ -1,0 +1,159 @@
+"""Airflow's own buttons never rewind or double a flow (issue 31 §1-2): an old run's task
+run again, a failed proof marked success, a paused holder that wakes after another run
+took the flow. Real Airflow, Spark and Apache Kafka."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
+from mirrorflow.config.model import load_config
+from mirrorflow.source.offsets import OffsetStore
+from mirrorflow.source.plan import PlanStore
+from test_airflow_run import flow_dag, states
+
+pytestmark = [pytest.mark.airflow, pytest.mark.broker]
+
+
+def airflow_task(dag_id: str, task_id: str, run_id: str) -> subprocess.CompletedProcess:
+    """``airflow tasks test DAG TASK RUN_ID``, as an operator re-runs one task."""
+    airflow = Path(sys.executable).parent / "airflow"
+    return subprocess.run([str(airflow), "tasks", "test", dag_id, task_id, run_id],
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_an_old_runs_commit_run_again_changes_nothing(airflow_db, two_clusters, tmp_path,
+                                                      monkeypatch) -> None:
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 2)
+    produce(a, "orders", varied_records(200), 2)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+    config = load_config(path)
+    dag = flow_dag(path, monkeypatch)
+    first = dag.test()
+    assert str(first.state) == "success", states(first)
+    first_plan = PlanStore(config, config.flow("a->b"))
+    produce(a, "orders", varied_records(300, 200), 2)
+    second = dag.test(logical_date=first.logical_date + timedelta(hours=1))
+    assert str(second.state) == "success", states(second)
+    store = OffsetStore(config.cluster("b"), "a")
+    assert store.positions() == {("orders", 0): 249, ("orders", 1): 249}
+
+    again = airflow_task("mirror__a__b", "commit_and_sync_offsets", first.run_id)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert f"is not pending: it was already committed by run {first.run_id}" in \
+        again.stdout + again.stderr
+    assert store.positions() == {("orders", 0): 249, ("orders", 1): 249}
+    # The old run's mirror, run again, mirrors nothing: its plan is no longer pending.
+    mirrored = airflow_task("mirror__a__b", "mirror", first.run_id)
+    assert "is not pending: it was already committed" in mirrored.stdout + mirrored.stderr
+    assert first_plan.pending() is None
+
+    produce(a, "orders", varied_records(100, 500), 2)
+    third = dag.test(logical_date=first.logical_date + timedelta(hours=2))
+    assert str(third.state) == "success", states(third)
+    for p in range(2):
+        target = read_partition(b, "a.orders", p)
+        assert len(target) == 300
+        assert target == read_partition(a, "orders", p)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_a_failed_proof_marked_success_commits_nothing(airflow_db, two_clusters, tmp_path,
+                                                       monkeypatch) -> None:
+    from confluent_kafka import Producer
+
+    from mirrorflow.source.plan import plan_run
+
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 1)
+    produce(a, "orders", varied_records(50), 1)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\nmirrorflow.retry.delay.seconds = 0\n")
+    config = load_config(path)
+    pending, _ = plan_run(config, config.flow("a->b"), "earlier")
+    producer = Producer({"bootstrap.servers": b})  # a foreign record: the proof fails
+    producer.produce("a.orders", value=b"foreign", partition=0)
+    assert producer.flush(10) == 0
+    run = flow_dag(path, monkeypatch).test()
+    assert states(run)["validate"] == "failed", states(run)
+
+    # What "Mark success" on validate lets run: the commit task, for that run.
+    commit = airflow_task("mirror__a__b", "commit_and_sync_offsets", run.run_id)
+    assert "Task failed with exception" in commit.stdout + commit.stderr, commit.stdout[-3000:]
+    assert (f"CommitRefusedError: plan {pending.plan_id} of flow a->b has no passing "
+            "completeness check (failed); nothing was committed") in commit.stdout + commit.stderr
+    assert OffsetStore(config.cluster("b"), "a").positions() == {}
+    assert PlanStore(config, config.flow("a->b")).pending().plan_id == pending.plan_id
+
+
+PAUSED_HOLDER = textwrap.dedent("""
+    import os, signal, sys
+    from mirrorflow.config.model import load_config
+    from mirrorflow.lease import FlowLease
+    from mirrorflow.source.offsets import OffsetStore
+
+    config = load_config(sys.argv[1])
+    flow = config.flow("a->b")
+    checked = FlowLease.check
+
+    def check_then_pause(self):
+        checked(self)  # the lease is held: the write is about to go out
+        print("checked", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)  # paused here, past its lease
+
+    FlowLease.check = check_then_pause
+    with FlowLease(config, flow, "paused-run"):
+        OffsetStore(config.cluster("b"), "a").commit({("orders", 0): 10})
+    print("written", flush=True)
+""")
+
+
+def test_a_paused_holders_write_is_fenced_after_another_run_took_the_flow(
+        two_clusters, tmp_path: Path) -> None:
+    """The holder passes its lease check, is stopped (SIGSTOP) before its write lands,
+    lapses, another run takes the flow and commits; continued (SIGCONT), its write is
+    refused by the broker: the newer run's position stays."""
+    from mirrorflow.lease import FlowLease
+
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "mirrorflow.lease.timeout.seconds = 2\n")
+    config = load_config(path)
+    flow = config.flow("a->b")
+    script = tmp_path / "paused_holder.py"
+    script.write_text(PAUSED_HOLDER)
+    child = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "checked"
+        deadline = time.monotonic() + 30
+        while os.waitid(os.P_PID, child.pid, os.WEXITED | os.WSTOPPED | os.WNOHANG |
+                        os.WNOWAIT) is None:
+            assert time.monotonic() < deadline, "the holder did not stop"
+            time.sleep(0.05)
+        store = OffsetStore(config.cluster("b"), "a")
+        with FlowLease(config, flow, "next-run", wait_s=30):  # after the paused one lapsed
+            store.commit({("orders", 0): 99})
+        os.kill(child.pid, signal.SIGCONT)
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGCONT)
+            child.kill()
+    assert child.returncode == 1 and "written" not in out
+    assert ("LeaseLostError: flow a->b: the lease of paused-run on cluster 'b' is held by "
+            "nobody now; nothing more is written") in err, err[-3000:]
+    assert store.positions() == {("orders", 0): 99}
