@@ -140,12 +140,15 @@ def test_source_topic_deleted_between_planning_and_reading(spark, brokers,
     assert positions(path) == {("orders", 0): 299}
 
 
-def test_source_topic_recreated_with_fewer_records_is_detected(spark, brokers,
-                                                               tmp_path: Path) -> None:
+def test_source_topic_recreated_with_fewer_records_is_mirrored_from_its_start(
+        spark, brokers, tmp_path: Path) -> None:
+    """A topic deleted and created again has a new topic id: the plan mirrors the new
+    incarnation from its log start and names the break, instead of failing on the old
+    incarnation's position (or, refilled past it, skipping records)."""
     from confluent_kafka.admin import AdminClient
 
     bootstraps, _ = brokers
-    a = bootstraps["a"]
+    a, b = bootstraps["a"], bootstraps["b"]
     create_topic(a, "orders", 1)
     produce(a, "orders", varied_records(100), 1)
     path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true",
@@ -155,11 +158,14 @@ def test_source_topic_recreated_with_fewer_records_is_detected(spark, brokers,
     admin.delete_topics(["orders"])["orders"].result(10)
     time.sleep(0.5)
     create_topic(a, "orders", 1)
-    produce(a, "orders", varied_records(10), 1)
-    with pytest.raises(PlanError, match=r"source orders\[0\] ends at offset 10 but offset 99 "
-                                        r"was already mirrored: the topic was recreated"):
-        run_cycle(path, "a->b", run_id="run-2", spark=spark)
-    assert positions(path) == {("orders", 0): 99}  # unchanged
+    produce(a, "orders", varied_records(10, 500), 1)
+    again = run_cycle(path, "a->b", run_id="run-2", spark=spark)
+    assert again.records == 10 and again.validation["success"]
+    assert [(b_["cause"], b_["start"], b_["end"]) for b_ in again.breaks] == [
+        ("recreated", 0, 0)]
+    assert "old incarnation was accounted for up to offset 99" in again.breaks[0]["detail"]
+    assert read_partition(b, "a.orders", 0)[100:] == read_partition(a, "orders", 0)
+    assert positions(path) == {("orders", 0): 9}
 
 
 def test_record_larger_than_the_target_max_message_bytes_names_its_offset(

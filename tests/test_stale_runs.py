@@ -14,12 +14,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from test_airflow_run import flow_dag, states
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
 from mirrorflow.config.model import load_config
 from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan import PlanStore
-from test_airflow_run import flow_dag, states
 
 pytestmark = [pytest.mark.airflow, pytest.mark.broker]
 

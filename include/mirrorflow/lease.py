@@ -28,12 +28,13 @@ Checking is not enough: a holder can pass the check and pause before its write l
 So every state write is **fenced**, as Kafka fences a zombie producer: while a lease is
 held, the flow's internal-topic writes go through :class:`StateFence`, transactions of
 one ``transactional.id`` per flow (``mirrorflow-state|<flow>``) on the flow's source and
-target. A holder calls ``init_transactions`` on both clusters right after its claim wins
-and only then reads any state, which bumps the producer epoch and so fences every
-earlier holder for good: a write of a paused, lapsed holder fails at the broker instead
-of landing. A holder whose write is fenced (a sibling task of its own run initialised
-the same id) initialises again, re-reads the lease log, and writes again only while it
-still holds the flow; otherwise it raises :class:`LeaseLostError`.
+target. A holder calls ``init_transactions`` on the target right after its claim wins
+(on the source before its first write there) and only then reads any state, which bumps
+the producer epoch and so fences every earlier holder for good: a write of a paused,
+lapsed holder fails at the broker instead of landing. A holder whose write is fenced (a
+sibling task of its own run initialised the same id) initialises again, re-reads the
+lease log, and writes again only while it still holds the flow; otherwise it raises
+:class:`LeaseLostError`.
 
 **A DAG run owns the flow from its first task to its last** (issue 37): the DAG's
 ``claim_flow`` sensor adds the run's *run hold* (holder ``run``, lapsing
@@ -59,6 +60,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.internal_topics import (
     CompactedTopic,
+    Headers,
     Records,
     fenced_by,
     read_log,
@@ -143,19 +145,23 @@ def state_transactional_id(flow_name: str) -> str:
 
 class StateFence:
     """A holder's transactional producers for the flow's state writes, one per cluster of
-    the flow (see the module's note). ``verify`` raises :class:`LeaseLostError` unless
-    the holder still holds the flow; it is called after every (re)initialisation."""
+    the flow, the target's first (see the module's note). ``verify`` raises
+    :class:`LeaseLostError` unless the holder still holds the flow; it is called after
+    every (re)initialisation."""
 
     def __init__(self, flow_name: str, clusters: list[ClusterConfig], verify) -> None:
         self.flow = flow_name
         self.clusters = {c.alias: c for c in clusters}
+        self.target = clusters[0].alias
         self.verify = verify
         self._producers: dict[str, object] = {}
 
     def open(self) -> None:
-        """Fence every earlier holder on every cluster of the flow, then verify."""
-        for alias in self.clusters:
-            self._producers[alias] = self._init(alias)
+        """Fence every earlier holder on the target (where every state store of the flow
+        lives), then verify. The source (offset syncs, the reverse pair's heartbeats) is
+        fenced by the holder's first write there: a source that does not answer then fails
+        the step that needs it, naming the cluster, not the lease."""
+        self._producers[self.target] = self._init(self.target)
         self.verify()
 
     def _init(self, alias: str):
@@ -174,22 +180,25 @@ class StateFence:
                                  f"{alias!r}: {exc.args[0].str()}") from None
         return producer
 
-    def write(self, topic: CompactedTopic, records: Records, timeout: float) -> None:
+    def write(self, topic: CompactedTopic, records: Records, timeout: float,
+              headers: Headers = None) -> None:
         """Write ``records`` to ``topic`` in one transaction of the flow's id; a fenced
         producer is initialised again (and the lease verified) before a new attempt."""
         from confluent_kafka import KafkaException
 
         alias = topic.cluster.alias
         if alias not in self.clusters:  # a cluster outside the flow: no fence there
-            topic.write_unfenced(records, timeout)
+            topic.write_unfenced(records, timeout, headers)
             return
         for _ in range(FENCE_ATTEMPTS):
-            producer = self._producers.get(alias) or self._init(alias)
-            self._producers[alias] = producer
+            producer = self._producers.get(alias)
+            if producer is None:
+                producer = self._producers[alias] = self._init(alias)
+                self.verify()
             try:
                 producer.begin_transaction()
                 for key, value in records:
-                    producer.produce(topic.topic, key=key, value=value)
+                    producer.produce(topic.topic, key=key, value=value, headers=headers)
                 producer.commit_transaction(timeout)
                 return
             except KafkaException as exc:

@@ -1,21 +1,24 @@
 """Operator tools: reset a flow's positions (earliest, latest, or a timestamp).
 
-A reset rewrites the offset store for the flow's source partitions and drops a pending
-plan, so the next run plans from the new positions. Resetting to earliest mirrors again
+A reset rewrites the offset store for the flow's source partitions, starts each
+partition's chain anew there with a named ``reset`` break (mode, offsets skipped or
+repeated, the run that asked), and drops a pending plan, so the next run plans from the
+new positions. Resetting to earliest mirrors again
 what is already on the target: it is meant for rebuilding a target, and the DAG and CLI
 ask for an explicit confirmation.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
+from mirrorflow.source.history import Chain, HistoryStore
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import PENDING_KEY, PlanStore, discover_topics
+from mirrorflow.source.plan import PENDING_KEY, Break, PlanStore, discover_topics
 
 RESET_MODES = ("earliest", "latest", "timestamp")
 
@@ -37,8 +40,9 @@ def check_confirmation(flow: FlowConfig, confirm: str | None) -> None:
 
 
 def reset_positions(config: MirrorConfig, flow: FlowConfig, mode: str,
-                    timestamp_ms: int | None = None) -> ResetResult:
-    """Set the flow's positions so the next run starts at ``mode`` in every source partition."""
+                    timestamp_ms: int | None = None, run_id: str = "") -> ResetResult:
+    """Set the flow's positions so the next run starts at ``mode`` in every source
+    partition; ``run_id`` (who asked) goes into each partition's ``reset`` break."""
     if mode not in RESET_MODES:
         raise ResetError(f"reset mode must be one of {', '.join(RESET_MODES)}, got {mode!r}")
     if mode == "timestamp" and timestamp_ms is None:
@@ -52,8 +56,25 @@ def reset_positions(config: MirrorConfig, flow: FlowConfig, mode: str,
         starts = {tp: m.high for tp, m in marks.items()}
     else:
         starts = _offsets_for_time(source, parts, timestamp_ms, marks)
-    store = OffsetStore(config.cluster(flow.target), flow.source, flow.get("replication.factor"))
+    target = config.cluster(flow.target)
+    store = OffsetStore(target, flow.source, flow.get("replication.factor"))
+    before = store.positions()
+    ids = clients.topic_ids(source, sorted({t for t, _ in parts}))
     store.commit({tp: start - 1 for tp, start in starts.items()})
+    history = HistoryStore(target, flow.source, flow.get("replication.factor"))
+    chains = history.read_all().chains
+    breaks = {}
+    for (topic, partition), start in starts.items():
+        was = before.get((topic, partition))
+        was_next = start if was is None else was + 1
+        found = Break(topic, partition, "reset", min(was_next, start), max(was_next, start),
+                      ids.get(topic, ""), f"reset to {mode}"
+                      + (f" ({timestamp_ms} ms)" if mode == "timestamp" else "")
+                      + f" by {run_id or 'an operator'}: from offset {was_next} to {start}")
+        known = chains.get((topic, partition))
+        breaks[(topic, partition)] = Chain(found.topic_id, start,
+                                           (known.breaks if known else []) + [asdict(found)])
+    history.write([], {}, breaks)
     PlanStore(config, flow).topic.write([(PENDING_KEY, None)])
     return ResetResult(mode, {f"{t}[{p}]": s for (t, p), s in sorted(starts.items())})
 

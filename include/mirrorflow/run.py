@@ -76,7 +76,8 @@ class RunResult:
     plan_id: str
     resumed: bool
     partitions: list[PartitionReport] = field(default_factory=list)
-    plan_run_id: str | None = None  # the run that made the plan, when another one did
+    breaks: list[dict] = field(default_factory=list)  # the chains' named breaks (Break)
+    plan_run_id: str | None = None  # the run that made the plan
     note: str | None = None  # what a step that did nothing says instead
     gaps: list[dict] = field(default_factory=list)
     records: int = 0
@@ -136,7 +137,8 @@ def summarize(flow: FlowConfig, plan: Plan, result: dict | None,
                              "job did not finish, nothing was committed")
     by_tp = {(r["topic"], r["partition"]): r for r in result["ranges"]}
     report = RunResult(flow.name, plan.run_id, plan.plan_id, resumed,
-                       gaps=[asdict(g) for g in plan.gaps], plan_run_id=plan.run_id)
+                       gaps=[asdict(g) for g in plan.gaps], plan_run_id=plan.run_id,
+                       breaks=[asdict(b) for b in plan.all_breaks])
     for rng in plan.ranges:
         r = by_tp.get((rng.topic, rng.partition))
         if r is None:
@@ -177,7 +179,8 @@ def record_history(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: d
     the check proved each remote partition, the positions being committed, its syncs."""
     target = config.cluster(flow.target)
     store = history.HistoryStore(target, flow.source, flow.get("replication.factor"))
-    remote, syncs = store.read()
+    stored = store.read_all()
+    remote, syncs = stored.remote, stored.syncs
     ends = validation.verified_ends() if validation is not None else {}
     positions = plan.positions
     changed: dict[tuple[str, int], history.RemotePartition] = {}
@@ -197,7 +200,8 @@ def record_history(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: d
         item.verified_end = end
         changed[rp] = item
     touched = {(r["topic"], r["partition"]) for r in result["ranges"] if r["syncs"]}
-    store.write(changed.values(), {tp: syncs[tp] for tp in touched})
+    store.write(changed.values(), {tp: syncs[tp] for tp in touched},
+                plan.chains_after(stored.chains))
 
 
 def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str,
@@ -224,14 +228,23 @@ def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str,
             "flow (docs/operations.md, after a failed completeness check)")
     if plan.run_id != run_id:
         log.info("run %s commits plan %s, made by run %s", run_id, plan.plan_id, plan.run_id)
+    offsets = OffsetStore(config.cluster(flow.target), flow.source,
+                          flow.get("replication.factor"))
+    current = offsets.positions()
+    backward = [f"{t}[{p}] {current[(t, p)]} -> {o}" for (t, p), o in plan.positions.items()
+                if current.get((t, p), -1) > o and not plan.restarts((t, p))]
+    if backward:
+        raise CommitRefusedError(
+            f"plan {plan.plan_id} of flow {flow.name} would move positions backward "
+            f"({', '.join(backward[:5])}); positions move back only through a reset. "
+            "Something else moved them while the plan was pending (MirrorMaker 2 on the "
+            "same flow?); nothing was committed")
     if flow.get("emit.offset-syncs.enabled"):
         report.offset_syncs = offset_syncs.emit(
             config, flow, offset_syncs.syncs_from_results(result["ranges"]))
     record_history(config, flow, plan, result, passed)
-    positions = plan.positions
-    if positions:
-        OffsetStore(config.cluster(flow.target), flow.source,
-                    flow.get("replication.factor")).commit(positions)
+    if plan.positions:
+        offsets.commit(plan.positions)
     store.mark_committed(plan, run_id)
     ledger.drop_spans(config.cluster(flow.target), flow.source, plan.plan_id)
     return report

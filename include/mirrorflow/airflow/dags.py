@@ -99,7 +99,8 @@ def _plan(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> 
 
     if params.get("reset", "none") != "none":
         check_confirmation(flow, params.get("confirm_reset"))
-        result = reset_positions(config, flow, params["reset"], params.get("reset_timestamp_ms"))
+        result = reset_positions(config, flow, params["reset"], params.get("reset_timestamp_ms"),
+                                 run_id)
         log.warning("positions of %s reset to %s: %s", flow.name, result.mode, result.positions)
     limits = {"only_topics": params.get("topics") or None,
               "max_records": params.get("max_records_per_partition")}

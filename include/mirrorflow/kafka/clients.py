@@ -289,3 +289,25 @@ def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,
             return False
         raise
     return True
+
+
+def topic_ids(cluster: ClusterConfig, topics: list[str], timeout: float = 30.0) -> dict[str, str]:
+    """Each topic's id (KIP-516), in one describe request: a topic deleted and created
+    again under its name gets a new one. Topics that do not exist are absent."""
+    from confluent_kafka import KafkaError, KafkaException, TopicCollection
+
+    if not topics:
+        return {}
+    futures = admin_client(cluster).describe_topics(TopicCollection(sorted(set(topics))),
+                                                    request_timeout=timeout)
+    out = {}
+    for name, future in futures.items():
+        try:
+            out[name] = str(future.result(timeout).topic_id)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise ClusterUnreachableError(
+                    f"cluster {cluster.alias!r}: cannot describe topic {name!r}: "
+                    f"{exc.args[0].str()}") from None
+    return out
+

@@ -31,13 +31,14 @@ class InternalTopicError(MirrorflowError):
 
 
 Records = list[tuple[bytes, bytes | None]]
-# The held lease's fenced writer (topic, records, timeout), for this context.
-_FENCE: contextvars.ContextVar[Callable[[CompactedTopic, Records, float], None] | None] = \
-    contextvars.ContextVar("fence", default=None)
+Headers = list[tuple[str, bytes]] | None
+# The held lease's fenced writer (topic, records, timeout, headers), for this context.
+FenceWriter = Callable[["CompactedTopic", Records, float, Headers], None]
+_FENCE: contextvars.ContextVar[FenceWriter | None] = contextvars.ContextVar("fence",
+                                                                             default=None)
 
 
-def fenced_by(writer: Callable[[CompactedTopic, Records, float], None] | None
-              ) -> contextvars.Token:
+def fenced_by(writer: FenceWriter | None) -> contextvars.Token:
     """Route this context's internal-topic writes through ``writer`` (the lease's fence);
     reset with the returned token."""
     return _FENCE.set(writer)
@@ -57,6 +58,7 @@ class LogRecord:
     key: bytes | None
     value: bytes | None
     timestamp: int
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[LogRecord]:
@@ -96,7 +98,8 @@ def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[
                         f"cluster {cluster.alias!r}: reading {topic}: {err.str()}")
                 if err is None:
                     records.append(LogRecord(msg.partition(), msg.offset(), msg.key(),
-                                             msg.value(), msg.timestamp()[1]))
+                                             msg.value(), msg.timestamp()[1],
+                                             tuple(msg.headers() or ())))
                 # The last offsets may be transaction markers, which are never delivered:
                 # the end is reached at EOF, or at the last offset the probe saw.
                 if tp in pending and msg.offset() >= pending[tp] - (0 if err else 1):
@@ -123,27 +126,33 @@ class CompactedTopic:
 
     def read(self) -> dict[bytes, bytes]:
         """Every key's newest value. A missing topic reads as empty."""
-        latest: dict[bytes, bytes | None] = {}
+        return {k: r.value for k, r in self.read_records().items()}
+
+    def read_records(self) -> dict[bytes, LogRecord]:
+        """Every key's newest record (headers included), tombstones removed."""
+        latest: dict[bytes, LogRecord] = {}
         for record in read_log(self.cluster, self.topic):
             if record.key is None:
                 log.warning("%s[%d]@%d has no key; skipped", self.topic, record.partition,
                             record.offset)
             else:
-                latest[record.key] = record.value
-        return {k: v for k, v in latest.items() if v is not None}
+                latest[record.key] = record
+        return {k: r for k, r in latest.items() if r.value is not None}
 
-    def write(self, records: Records, timeout: float = 30.0) -> None:
-        """Write records (None value = tombstone) and wait until every one is acknowledged:
-        through the held lease's fence when this context holds one."""
+    def write(self, records: Records, timeout: float = 30.0, headers: Headers = None) -> None:
+        """Write records (None value = tombstone), each with ``headers``, and wait until
+        every one is acknowledged: through the held lease's fence when this context holds
+        one."""
         if not records:
             return
         fence = _FENCE.get()
         if fence is not None:
-            fence(self, records, timeout)
+            fence(self, records, timeout, headers)
         else:
-            self.write_unfenced(records, timeout)
+            self.write_unfenced(records, timeout, headers)
 
-    def write_unfenced(self, records: Records, timeout: float = 30.0) -> None:
+    def write_unfenced(self, records: Records, timeout: float = 30.0,
+                       headers: Headers = None) -> None:
         """Write records outside any transaction (the lease's own records, and writes
         made without a lease), and wait until every one is acknowledged."""
         if not records:
@@ -162,7 +171,8 @@ class CompactedTopic:
             "max.in.flight.requests.per.connection": 1, "linger.ms": 0,
             "partitioner": "murmur2_random"})
         for key, value in records:
-            producer.produce(self.topic, key=key, value=value, on_delivery=on_delivery)
+            producer.produce(self.topic, key=key, value=value, headers=headers,
+                             on_delivery=on_delivery)
         remaining = producer.flush(timeout)
         if remaining or errors:
             raise InternalTopicError(

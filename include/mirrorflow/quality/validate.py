@@ -21,7 +21,11 @@ What is compared (:mod:`mirrorflow.quality.compare` does it in Spark):
 * timestamps only where the remote topic keeps the producer's (``CreateTime``); a
   ``LogAppendTime`` topic's are left out, and the report says so;
 * checkpoints on the target: none may claim an upstream offset the flow has not mirrored
-  (a consumer group that moved back is not a fault: MM2 emits its rewound checkpoint).
+  (a consumer group that moved back is not a fault: MM2 emits its rewound checkpoint);
+* the plan against the source partitions' chains (:func:`chain_findings`): each range
+  starts where the flow's chain of its partition ends, in the same topic incarnation
+  (topic id), or where a named break of the plan says; otherwise offsets were never
+  planned (or planned twice), and the proof fails naming them.
 
 A Great Expectations suite checks the verdicts (ephemeral context, pandas data source
 for the one-row-per-partition table, expected values as parameters) and renders Data
@@ -259,6 +263,34 @@ class _Scope:
     ranges: list[RangeCheck] = field(default_factory=list)
     regions: list[RegionCheck] = field(default_factory=list)
     verdicts: dict[TopicPart, PartitionVerdict] = field(default_factory=dict)
+    chains: dict[TopicPart, history.Chain] = field(default_factory=dict)
+
+
+def chain_findings(plan: Plan, chains: dict[TopicPart, history.Chain]) -> list[str]:
+    """One line per range that does not start where its partition's chain ends (same
+    topic id) nor where one of the plan's named breaks says the chain goes on. A plan
+    made before plans recorded topic ids is not judged."""
+    findings = []
+    for r in plan.ranges:
+        topic_id = plan.topic_ids.get(r.topic)
+        if not topic_id:
+            continue
+        tp = (r.topic, r.partition)
+        if any((b.topic, b.partition) == tp and b.end == r.start for b in plan.all_breaks):
+            continue
+        chain = chains.get(tp)
+        where = f"{r.topic}[{r.partition}] (topic id {topic_id})"
+        if chain is None or (chain.topic_id and chain.topic_id != topic_id):
+            findings.append(f"{where}: the plan starts at offset {r.start}, but the flow "
+                            "keeps no chain of this topic incarnation and no break names why")
+        elif r.start > chain.next:
+            findings.append(f"offsets {chain.next}-{r.start - 1} of {where} were never "
+                            f"planned: the flow accounted for the partition up to offset "
+                            f"{chain.next - 1}, and this plan starts at {r.start}")
+        elif r.start < chain.next:
+            findings.append(f"offsets {r.start}-{chain.next - 1} of {where} are planned a "
+                            f"second time: the flow accounted for them already")
+    return findings
 
 
 def _others_spans(config: MirrorConfig, flow: FlowConfig,
@@ -289,10 +321,11 @@ def scope(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
     target = config.cluster(flow.target)
     policy = flow.policy()
     positions = OffsetStore(target, flow.source, flow.get("replication.factor")).positions()
-    owned, _ = history.HistoryStore(target, flow.source).read()
+    kept = history.HistoryStore(target, flow.source).read_all()
+    owned = kept.remote
     written = {(r["topic"], r["partition"]): r for r in result.get("ranges", [])}
     sampled = {(r.topic, r.partition) for r in verified}
-    out = _Scope()
+    out = _Scope(chains=kept.chains)
     starts: dict[TopicPart, int] = {}
     own: dict[TopicPart, list[tuple[int, int]]] = {}
     ignore: dict[TopicPart, list[tuple[int, int]]] = {}
@@ -600,6 +633,7 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
     validation.start_docs(context, docs_dir)
     validation.failures = [p for v in verdict_list for p in v.problems()]
     validation.failures += [p for c in validation.checkpoints if (p := c.problem())]
+    validation.failures += chain_findings(plan, checks.chains)
     validation.failures += [f"expectation suite {name!r} failed (see the Data Docs)"
                             for name, ok in validation.expectations.items()
                             if not ok and not name.startswith("mirrorflow.")]

@@ -11,6 +11,14 @@
   exactly, whatever compaction did to MM2's offset-syncs topic, which keeps one sync per
   partition.
 
+* per source partition, its **chain** (issue 38): the incarnation of the source topic
+  (its topic id, KIP-516) and the offset ``next`` below which every offset of it is
+  mirrored or explained by a named break (the newest :data:`KEEP_BREAKS` of them kept
+  with it: a new partition or topic, a recreated topic, retention, a reset, a position
+  moved outside mirrorflow). Every committed plan extends it; the completeness proof
+  checks that the run's plan starts where the chain ends, so a silent gap between what
+  was mirrored and what the source had fails the proof.
+
 Other flows read it too: a flow whose remote partition another flow also writes
 (fan-in) tells that flow's records from foreign ones by its spans.
 """
@@ -18,6 +26,7 @@ Other flows read it too: a flow whose remote partition another flow also writes
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,9 +36,12 @@ from mirrorflow.kafka import clients
 from mirrorflow.kafka.internal_topics import CompactedTopic
 from mirrorflow.lease import check_held
 
+log = logging.getLogger(__name__)
+
 TopicPart = tuple[str, int]
 KEEP_SPANS = 1000
 KEEP_SYNCS = 2000
+KEEP_BREAKS = 50
 _LEDGER_TOPICS = re.compile(r"mirrorflow-(?:history|spans)\.(.+)\.internal")
 
 
@@ -53,6 +65,31 @@ class RemotePartition:
                           separators=(",", ":")).encode()
 
 
+@dataclass
+class Chain:
+    """One source partition's chain: every offset of incarnation ``topic_id`` below
+    ``next`` is mirrored or inside one of the named ``breaks`` (dicts of
+    :class:`mirrorflow.source.plan.Break`)."""
+
+    topic_id: str
+    next: int
+    breaks: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> bytes:
+        return json.dumps({"topic_id": self.topic_id, "next": self.next,
+                           "breaks": self.breaks[-KEEP_BREAKS:]},
+                          separators=(",", ":")).encode()
+
+
+@dataclass
+class FlowHistory:
+    """Everything the history topic holds, from one read."""
+
+    remote: dict[TopicPart, RemotePartition] = field(default_factory=dict)
+    syncs: dict[TopicPart, list[tuple[int, int]]] = field(default_factory=dict)
+    chains: dict[TopicPart, Chain] = field(default_factory=dict)
+
+
 def merge_spans(spans: Iterable[tuple[int, int]], keep: int = KEEP_SPANS
                 ) -> list[tuple[int, int]]:
     """Sorted [first, last] intervals with touching ones joined; the newest ``keep``."""
@@ -73,8 +110,12 @@ class HistoryStore:
 
     def read(self) -> tuple[dict[TopicPart, RemotePartition], dict[TopicPart, list]]:
         """(remote partition -> its history, source partition -> its syncs [(up, down)])."""
-        remote: dict[TopicPart, RemotePartition] = {}
-        syncs: dict[TopicPart, list[tuple[int, int]]] = {}
+        found = self.read_all()
+        return found.remote, found.syncs
+
+    def read_all(self) -> FlowHistory:
+        """The remote partitions' history, the syncs and the chains, from one read."""
+        out = FlowHistory()
         for key, value in self.topic.read().items():
             kind, _, rest = key.decode().partition("/")
             topic, _, partition = rest.rpartition("/")
@@ -82,21 +123,30 @@ class HistoryStore:
                 doc = json.loads(value)
                 tp = (topic, int(partition))
                 if kind == "owned":
-                    remote[tp] = RemotePartition(
+                    out.remote[tp] = RemotePartition(
                         topic, tp[1], doc.get("verified_end"), doc.get("position"),
                         [(int(a), int(b)) for a, b in doc.get("owned", [])])
                 elif kind == "syncs":
-                    syncs[tp] = [(int(u), int(d)) for u, d in doc["syncs"]]
-            except (ValueError, KeyError, TypeError):
-                continue  # a damaged entry only costs the proof its head start
-        return remote, syncs
+                    out.syncs[tp] = [(int(u), int(d)) for u, d in doc["syncs"]]
+                elif kind == "chain":
+                    out.chains[tp] = Chain(str(doc["topic_id"]), int(doc["next"]),
+                                           list(doc.get("breaks", [])))
+            except (ValueError, KeyError, TypeError) as exc:
+                # A damaged entry costs the proof its head start (owned, syncs) or makes
+                # the next plan name a new chain for the partition (chain).
+                log.warning("%s on cluster %r: entry %r skipped (%s)", self.topic.topic,
+                            self.topic.cluster.alias, key[:120], exc)
+        return out
 
     def write(self, remote: Iterable[RemotePartition],
-              syncs: Mapping[TopicPart, list[tuple[int, int]]]) -> None:
+              syncs: Mapping[TopicPart, list[tuple[int, int]]],
+              chains: Mapping[TopicPart, Chain] | None = None) -> None:
         check_held()
         self.topic.ensure()
         records = [(f"owned/{r.remote_topic}/{r.partition}".encode(), r.to_json())
                    for r in remote]
+        records += [(f"chain/{t}/{p}".encode(), c.to_json())
+                    for (t, p), c in (chains or {}).items()]
         records += [(f"syncs/{t}/{p}".encode(),
                      json.dumps({"syncs": [list(s) for s in pairs[-KEEP_SYNCS:]]},
                                 separators=(",", ":")).encode())

@@ -13,6 +13,11 @@ without schemas:
 
 Connect's default ``offset.storage.partitions`` is 25; a store mirrorflow creates has the
 same count, so that MM2 and mirrorflow can take over from each other.
+
+mirrorflow's records carry a header (``mirrorflow``) that MM2 ignores: a position whose
+newest record lacks it was set outside mirrorflow (MM2 took over, or a tool), which the
+planner names as a break of the partition's chain (:mod:`mirrorflow.source.history`)
+instead of calling the offsets it skipped unplanned.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from mirrorflow.lease import check_held
 log = logging.getLogger(__name__)
 
 CONNECTOR_NAME = "MirrorSourceConnector"
+ORIGIN_HEADER = ("mirrorflow", b"1")
 OFFSET_STORAGE_PARTITIONS = 25
 TopicPart = tuple[str, int]
 
@@ -67,9 +73,14 @@ class OffsetStore:
 
     def positions(self) -> dict[TopicPart, int]:
         """Last mirrored offset per (topic, partition) of this source; unknown ones absent."""
+        return self.read()[0]
+
+    def read(self) -> tuple[dict[TopicPart, int], set[TopicPart]]:
+        """(positions, the partitions whose position was set outside mirrorflow)."""
         out: dict[TopicPart, int] = {}
-        for key, value in self.topic.read().items():
-            entry = decode(key, value)
+        outside: set[TopicPart] = set()
+        for key, record in self.topic.read_records().items():
+            entry = decode(key, record.value)
             if entry is None:
                 log.warning("%s: skipped a record that is not an MM2 source offset: %r",
                             self.topic.topic, key[:200])
@@ -77,14 +88,16 @@ class OffsetStore:
             alias, tp, offset = entry
             if alias == self.source_alias:
                 out[tp] = offset
-        return out
+                if ORIGIN_HEADER not in record.headers:
+                    outside.add(tp)
+        return out, outside
 
     def commit(self, positions: dict[TopicPart, int]) -> None:
         """Record ``offset`` as the last mirrored upstream offset of each partition."""
         check_held()
         self.topic.ensure()
         self.topic.write([(encode_key(self.source_alias, t, p), encode_value(o))
-                          for (t, p), o in sorted(positions.items())])
+                          for (t, p), o in sorted(positions.items())], headers=[ORIGIN_HEADER])
 
     def forget(self, parts: list[TopicPart]) -> None:
         """Tombstone positions: those partitions start again from their log start."""

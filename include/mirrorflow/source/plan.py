@@ -7,6 +7,12 @@ plan instead of making a new one. So the ranges a retry reads are exactly the ra
 failed attempt read, and each range's ``target_start`` (the remote partition's end when the
 plan was made, i.e. while the target held exactly the committed data) tells the writer
 where this plan's records begin on the target.
+
+Every plan records the topic id (KIP-516) of each source topic it reads, and starts each
+partition where the flow's chain of it ends (:class:`mirrorflow.source.history.Chain`):
+at the committed position, or, where that is not so, with a named :class:`Break`. A
+topic deleted and created again has a new id: its new incarnation is planned from its log
+start (a ``recreated`` break), never from the old incarnation's position.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from mirrorflow.kafka.internal_topics import CompactedTopic
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.lease import check_held
 from mirrorflow.source import topic_sync
+from mirrorflow.source.history import Chain, HistoryStore
 from mirrorflow.source.offsets import OffsetStore
 
 log = logging.getLogger(__name__)
@@ -72,9 +79,28 @@ class Gap:
     end: int
 
 
+BREAK_CAUSES = ("new", "recreated", "retention", "reset", "outside")
+
+
+@dataclass(frozen=True)
+class Break:
+    """A named break in a source partition's chain: the chain goes on at offset ``end``
+    of incarnation ``topic_id``; offsets ``[start, end)`` (none when equal) were not
+    mirrored, because of ``cause`` (:data:`BREAK_CAUSES`), which ``detail`` explains."""
+
+    topic: str
+    partition: int
+    cause: str
+    start: int
+    end: int
+    topic_id: str
+    detail: str
+
+
 @dataclass(frozen=True)
 class Plan:
-    """One run's ranges, stored before any record moves."""
+    """One run's ranges, stored before any record moves, with the topic id of every
+    source topic it covers and the named breaks of their chains."""
 
     plan_id: str
     flow: str
@@ -82,6 +108,8 @@ class Plan:
     created_ms: int
     ranges: tuple[Range, ...]
     gaps: tuple[Gap, ...] = field(default_factory=tuple)
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    breaks: tuple[Break, ...] = field(default_factory=tuple)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -94,7 +122,40 @@ class Plan:
             created_ms=doc["created_ms"],
             ranges=tuple(Range(**r) for r in doc["ranges"]),
             gaps=tuple(Gap(**g) for g in doc.get("gaps", ())),
+            topic_ids=dict(doc.get("topic_ids", {})),
+            breaks=tuple(Break(**b) for b in doc.get("breaks", ())),
         )
+
+    @property
+    def all_breaks(self) -> list[Break]:
+        """The plan's breaks, retention gaps included, in partition order."""
+        gaps = [Break(g.topic, g.partition, "retention", g.start, g.end,
+                      self.topic_ids.get(g.topic, ""),
+                      "removed by retention or DeleteRecords before they were read")
+                for g in self.gaps]
+        return sorted([*self.breaks, *gaps], key=lambda b: (b.topic, b.partition, b.end))
+
+    def chains_after(self, chains: dict[TopicPart, Chain]) -> dict[TopicPart, Chain]:
+        """The chains of the partitions this plan reads, gaps or breaks, once it is
+        committed: each goes on where the plan leaves it, with the plan's breaks."""
+        ends: dict[TopicPart, tuple[int, str]] = {}
+        for b in self.all_breaks:
+            ends[(b.topic, b.partition)] = (b.end, b.topic_id)
+        for r in self.ranges:
+            ends[(r.topic, r.partition)] = (r.end, self.topic_ids.get(r.topic, ""))
+        out = {}
+        for tp, (end, topic_id) in ends.items():
+            known = chains.get(tp)
+            breaks = [asdict(b) for b in self.all_breaks if (b.topic, b.partition) == tp]
+            out[tp] = Chain(topic_id or (known.topic_id if known else ""), end,
+                            (known.breaks if known else []) + breaks)
+        return out
+
+    def restarts(self, tp: TopicPart) -> bool:
+        """Whether the plan restarts the partition's chain (may move it backward)."""
+        return any((b.topic, b.partition) == tp and b.cause in ("recreated", "reset",
+                                                                 "outside")
+                   for b in self.breaks)
 
     @property
     def offsets(self) -> int:
@@ -105,7 +166,9 @@ class Plan:
     def positions(self) -> dict[TopicPart, int]:
         """Positions to commit once the plan is mirrored: the last offset of every range,
         or the last offset of a recorded gap where nothing was left to mirror after it."""
-        positions = {(g.topic, g.partition): g.end - 1 for g in self.gaps}
+        positions = {(b.topic, b.partition): b.end - 1 for b in self.breaks
+                     if b.cause == "recreated"}  # the old incarnation's position is void
+        positions.update({(g.topic, g.partition): g.end - 1 for g in self.gaps})
         positions.update({(r.topic, r.partition): r.end - 1 for r in self.ranges})
         return positions
 
@@ -334,14 +397,21 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     target_marks = probe_watermarks(target, [(remote[t], p) for t, p in source_parts
                                              if remote[t] in existing])
     limits = _max_message_bytes(target, [remote[t] for t in topics if remote[t] in existing])
-    committed = OffsetStore(config.cluster(flow.target), flow.source,
-                            flow.get("replication.factor")).positions()
+    committed, outside = OffsetStore(config.cluster(flow.target), flow.source,
+                                     flow.get("replication.factor")).read()
+    chains = HistoryStore(target, flow.source).read_all().chains
+    ids = clients.topic_ids(source, list(topics))
     ranges: list[Range] = []
     gaps: list[Gap] = []
+    breaks: list[Break] = []
     for topic, partition in source_parts:
         marks = source_marks[(topic, partition)]
-        position = committed.get((topic, partition))
-        start = marks.low if position is None else position + 1
+        start, found = _chain_start(topic, partition, ids.get(topic, ""), marks,
+                                    committed.get((topic, partition)),
+                                    chains.get((topic, partition)),
+                                    (topic, partition) in outside,
+                                    any(t == topic for t, _ in chains))
+        breaks += found
         if start > marks.high:
             raise PlanError(
                 f"source {topic}[{partition}] ends at offset {marks.high} but offset "
@@ -364,25 +434,85 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
             ranges.append(Range(topic, partition, start, end, remote[topic],
                                 target_end.high if target_end else 0,
                                 limits.get(remote[topic])))
+    for found in breaks:
+        log.warning("%s[%d]: chain break (%s) at offset %d: %s", found.topic,
+                    found.partition, found.cause, found.end, found.detail)
     return Plan(
         plan_id=f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}",
         flow=flow.name, run_id=run_id, created_ms=int(time.time() * 1000),
-        ranges=tuple(ranges), gaps=tuple(gaps),
+        ranges=tuple(ranges), gaps=tuple(gaps), topic_ids=ids, breaks=tuple(breaks),
     )
 
 
-def _without_deleted_topics(config: MirrorConfig, flow: FlowConfig, store: PlanStore,
-                            plan: Plan) -> Plan:
+def _chain_start(topic: str, partition: int, topic_id: str, marks, position: int | None,
+                 chain: Chain | None, moved_outside: bool, topic_known: bool
+                 ) -> tuple[int, list[Break]]:
+    """Where the plan starts a partition, and the break that explains it where that is
+    not where the flow's chain of it ends (see the module's note)."""
+    def named(cause: str, start: int, end: int, detail: str) -> list[Break]:
+        return [Break(topic, partition, cause, start, end, topic_id, detail)]
+
+    if chain is not None and topic_id and chain.topic_id and chain.topic_id != topic_id:
+        return marks.low, named("recreated", marks.low, marks.low,
+                                f"the topic was deleted and created again (topic id "
+                                f"{chain.topic_id} -> {topic_id}); its old incarnation "
+                                f"was accounted for up to offset {chain.next - 1}, the new "
+                                f"one is mirrored from its log start")
+    if position is None:
+        if chain is not None:  # the offset store lost it (deleted by hand): the chain knows
+            return chain.next, []
+        kind = "a new partition of a topic the flow mirrors" if topic_known else \
+            "a topic new to the flow"
+        return marks.low, named("new", marks.low, marks.low,
+                                f"{kind}: mirrored from its log start")
+    start = position + 1
+    if chain is None:
+        return start, named("new", start, start,
+                            f"the flow's chain of it starts at the committed position "
+                            f"(offset {position}), set before the flow kept a chain")
+    if chain.next != start and moved_outside:
+        low, high = sorted((chain.next, start))
+        return start, named("outside", low, high,
+                            f"the position was moved from offset {chain.next - 1} to "
+                            f"{position} outside mirrorflow (MirrorMaker 2 took over, or "
+                            f"another tool wrote mm2-offsets)")
+    return start, []  # a position mirrorflow set that disagrees: the proof says so
+
+
+def _without_gone_topics(config: MirrorConfig, flow: FlowConfig, store: PlanStore,
+                         plan: Plan) -> Plan:
     """The pending plan minus the ranges of source topics deleted since it was made (their
-    reads can never finish); the plan is stored again, so the drop is on record."""
+    reads can never finish) or deleted and created again (a new topic id: the ranges
+    point into the old incarnation; each becomes a ``recreated`` break, so the commit
+    starts the new incarnation's chain at its log start and the next plan mirrors it).
+    The plan is stored again, so the change is on record."""
+    planned = sorted({r.topic for r in plan.ranges})
     present = _source_metadata(config, flow).topics
-    gone = sorted({r.topic for r in plan.ranges} - set(present))
-    if not gone:
+    gone = [t for t in planned if t not in present]
+    ids = clients.topic_ids(config.cluster(flow.source), [t for t in planned if t in present])
+    recreated = [t for t in planned if t in ids and plan.topic_ids.get(t)
+                 and ids[t] != plan.topic_ids[t]]
+    if not gone and not recreated:
         return plan
-    log.warning("source topics deleted since plan %s was made, dropped from it (their "
-                "positions stay, so a recreated topic is detected): %s", plan.plan_id,
-                ", ".join(gone))
-    kept = replace(plan, ranges=tuple(r for r in plan.ranges if r.topic not in gone))
+    if gone:
+        log.warning("source topics deleted since plan %s was made, dropped from it (their "
+                    "positions stay, so a recreated topic is detected): %s", plan.plan_id,
+                    ", ".join(gone))
+    source = config.cluster(flow.source)
+    lows = probe_watermarks(source, [(r.topic, r.partition) for r in plan.ranges
+                                     if r.topic in recreated], source.isolation_level())
+    breaks = [Break(r.topic, r.partition, "recreated", lows[(r.topic, r.partition)].low,
+                    lows[(r.topic, r.partition)].low, ids[r.topic],
+                    f"the topic was deleted and created again while plan {plan.plan_id} was "
+                    f"pending (topic id {plan.topic_ids[r.topic]} -> {ids[r.topic]}); its "
+                    f"planned range {r.start}..{r.end - 1} of the old incarnation is dropped, "
+                    "the new one is mirrored from its log start")
+              for r in plan.ranges if r.topic in recreated]
+    for found in breaks:
+        log.warning("%s[%d]: %s", found.topic, found.partition, found.detail)
+    kept = replace(plan, ranges=tuple(r for r in plan.ranges
+                                      if r.topic not in gone and r.topic not in recreated),
+                   breaks=(*(b for b in plan.breaks if b.topic not in recreated), *breaks))
     store.save(kept)
     return kept
 
@@ -393,7 +523,7 @@ def plan_run(config: MirrorConfig, flow: FlowConfig, run_id: str, **limits) -> t
     pending = store.pending()
     if pending is not None:
         log.info("resuming pending plan %s of run %s", pending.plan_id, pending.run_id)
-        return _without_deleted_topics(config, flow, store, pending), True
+        return _without_gone_topics(config, flow, store, pending), True
     plan = build_plan(config, flow, run_id, **limits)
     store.save(plan)
     return plan, False
