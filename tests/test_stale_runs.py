@@ -157,3 +157,61 @@ def test_a_paused_holders_write_is_fenced_after_another_run_took_the_flow(
     assert ("LeaseLostError: flow a->b: the lease of paused-run on cluster 'b' is held by "
             "nobody now; nothing more is written") in err, err[-3000:]
     assert store.positions() == {("orders", 0): 99}
+
+
+@pytest.fixture
+def expiring_target(tmp_path_factory: pytest.TempPathFactory):
+    """A target broker that deletes a member-less group's offsets a minute after their
+    last commit (Kafka's default: 7 days), checking every second."""
+    from mirrorflow.dev.localcluster import LocalBroker, free_port, start, stop
+
+    broker = LocalBroker("t", "127.0.0.1", free_port(), tmp_path_factory.mktemp("t"),
+                         properties={"log.retention.ms": "-1",
+                                     "offsets.retention.minutes": "1",
+                                     "offsets.retention.check.interval.ms": "1000"})
+    start(broker)
+    yield broker.bootstrap
+    stop(broker)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(400)
+def test_a_plan_pending_past_offsets_retention_resumes_from_its_spans(
+        spark, two_clusters, expiring_target, tmp_path: Path) -> None:
+    """A plan interrupted mid-write (300 of its 600 records committed), then left pending
+    until Kafka expired the progress group's offsets: the next run writes only the rest."""
+    from test_writer import batch_of
+
+    from mirrorflow.run import run_cycle
+    from mirrorflow.source import ledger
+    from mirrorflow.source.plan import plan_run
+    from mirrorflow.source.writer import PartitionWriter, WriteTask
+
+    a, t = two_clusters["a"], expiring_target
+    create_topic(a, "orders", 1)
+    records = varied_records(600)
+    produce(a, "orders", records, 1)
+    clusters = {"a": a, "t": t}
+    path = config_file(tmp_path / "mm2.properties", clusters, "a->t.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+    config = load_config(path)
+    flow = config.flow("a->t")
+    plan, _ = plan_run(config, flow, "interrupted")
+    # The interrupted attempt: its writer committed 300 records (two transactions), then
+    # its process died.
+    writer = PartitionWriter(WriteTask("a->t", plan.plan_id, "orders", 0, "a.orders", 0, 600,
+                                       chunk_records=150), config.cluster("t"),
+                             config.cluster("a"))
+    writer.open()
+    writer.write_batch(batch_of(records[:300], list(range(300))))
+    assert len(read_partition(t, "a.orders", 0)) == 300
+    deadline = time.monotonic() + 180
+    while ledger.read_resume(config.cluster("t"), "a", [("a.orders", 0)]):
+        assert time.monotonic() < deadline, "the group's offsets did not expire"
+        time.sleep(2)
+
+    result = run_cycle(path, "a->t", spark=spark)
+    assert result.resumed and result.validation["success"]
+    assert [(p.planned_start, p.records, p.skipped) for p in result.partitions] == [
+        (0, 600, 300)]
+    assert read_partition(t, "a.orders", 0) == read_partition(a, "orders", 0)

@@ -7,7 +7,10 @@ the records enter Python once, as Arrow batches, and leave through a librdkafka 
    so ``init_transactions`` aborts a zombie's open transaction and stops it writing.
 2. **Resume**: the remote partition's resume position (:mod:`mirrorflow.source.ledger`), read
    after fencing, says which upstream offset this plan's writing reached; records below
-   it are already on the target and are skipped.
+   it are already on the target and are skipped. Kafka deletes a member-less group's
+   offsets ``offsets.retention.minutes`` (7 days) after their last commit, so a plan
+   left pending longer has none: then the plan's span records (compacted, never expired,
+   read by the driver: ``WriteTask.written_until``) say where its writing stopped.
 3. **Write** the rest in source order (key, value, headers, timestamp), a transaction
    per ``chunk_records`` records or ``chunk_bytes`` bytes. Each transaction also carries
    its span records and the new resume position, so data and position commit together.
@@ -88,6 +91,7 @@ class WriteTask:
     fail_on_data_loss: bool = True
     exactly_once: str = "requested"
     chunk_records: int = 100_000
+    written_until: int = 0  # the plan's spans: the next upstream offset earlier attempts left
 
     @property
     def source_alias(self) -> str:
@@ -259,8 +263,9 @@ class PartitionWriter:
             resume = ledger.committed_resume(consumer, self.target, [remote]).get(remote)
         finally:
             consumer.close()
+        self._next = max(self.task.written_until, self.task.start)
         if resume is not None and resume.plan_id == self.task.plan_id:
-            self._next = max(resume.next_upstream, self.task.start)
+            self._next = max(resume.next_upstream, self._next)
         self.result.resumed_from = self._next
         if self._next > self.task.start:
             log.info("%s: resuming at upstream offset %d (earlier attempts wrote %d..%d)",

@@ -40,10 +40,15 @@ class SourceTopicGoneError(MirrorflowError):
     """A planned source topic was deleted before its range was read."""
 
 
-def write_tasks(flow: FlowConfig, plan: Plan) -> list[WriteTask]:
+def write_tasks(flow: FlowConfig, plan: Plan,
+                written: dict[tuple[str, int], int] | None = None) -> list[WriteTask]:
+    """The plan's ranges as write tasks; ``written``: per source partition, the next
+    upstream offset the plan's committed spans reach (where earlier attempts stopped)."""
+    written = written or {}
     return [WriteTask(flow.name, plan.plan_id, r.topic, r.partition, r.remote_topic, r.start,
                       r.end, r.max_message_bytes, flow.get("failOnDataLoss"),
-                      flow.get("exactly.once.support"), flow.get("mirrorflow.transaction.records"))
+                      flow.get("exactly.once.support"), flow.get("mirrorflow.transaction.records"),
+                      written.get((r.topic, r.partition), r.start))
             for r in plan.ranges]
 
 
@@ -51,7 +56,11 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
     """Write every range of ``plan`` not yet written to the target; return the plan's
     result (:func:`plan_result`)."""
     target, source = config.cluster(flow.target), config.cluster(flow.source)
-    tasks = write_tasks(flow, plan)
+    # Where earlier attempts stopped, from the plan's span records: they never expire, as
+    # the progress group's offsets do after offsets.retention.minutes.
+    written = {tp: max(s.upstream_last for s in spans) + 1 for tp, spans in
+               ledger.read_spans(target, flow.source, plan.plan_id).items()}
+    tasks = write_tasks(flow, plan, written)
     try:
         resume = ledger.read_resume(target, flow.source,
                                     [(t.remote_topic, t.partition) for t in tasks],
@@ -65,8 +74,9 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
     reads, pending = [], {}
     for task in tasks:
         position = resume.get((task.remote_topic, task.partition))
-        start = (max(task.start, position.next_upstream)
-                 if position is not None and position.plan_id == plan.plan_id else task.start)
+        start = max(task.start, task.written_until)
+        if position is not None and position.plan_id == plan.plan_id:
+            start = max(start, position.next_upstream)
         if start < task.end:
             reads.append((task.topic, task.partition, start, task.end))
             pending[(task.topic, task.partition)] = task
