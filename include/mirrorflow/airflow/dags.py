@@ -33,7 +33,10 @@ START_DATE = datetime(2024, 1, 1)
 RETRIES = 2
 SPARK_POOL = "mirrorflow_spark"
 HEARTBEAT_TIMEOUT_S = 600
-CLAIM_POKE_S = 10
+# Shorter reschedules race with LocalExecutor's events in Airflow 3.3 (a waiting run's
+# sensor seen as failed: 'finished with state success, but ... queued'); a triggerer
+# (default_deferrable) waits without that race.
+CLAIM_POKE_S = 30
 CLAIM_TIMEOUT_S = 24 * 3600  # an owner that stops lapses long before
 
 
@@ -310,6 +313,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
         claimed = FlowClaimSensor(
             task_id="claim_flow", config_file=path, flow_name=name, mode="reschedule",
             poke_interval=CLAIM_POKE_S, timeout=CLAIM_TIMEOUT_S,
+            deferrable=_default_deferrable(),
             doc_md="This run takes the flow for itself until release_flow; while another "
                    "live run of the flow owns it (a backfill, a manual trigger, another "
                    "deployment), it waits here, rescheduled, holding no worker slot.")

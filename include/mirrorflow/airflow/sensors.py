@@ -87,17 +87,64 @@ class HeartbeatSensor(BaseSensorOperator):
         return event
 
 
+def _owner(config_file: str, flow_name: str, run_id: str) -> str | None:
+    """The run that owns the flow now, if another one does."""
+    from mirrorflow.config.model import load_config
+    from mirrorflow.lease import FlowLease
+
+    config = load_config(config_file)
+    state = FlowLease(config, config.flow(flow_name), run_id).current()
+    return state.owner if state is not None and state.owner != run_id else None
+
+
+class FlowFreeTrigger(BaseTrigger):
+    """Polls the flow's lease in the triggerer; fires once no other run owns the flow."""
+
+    def __init__(self, config_file: str, flow_name: str, run_id: str,
+                 poll_interval: float = 2.0):
+        super().__init__()
+        self.config_file, self.flow_name = config_file, flow_name
+        self.run_id, self.poll_interval = run_id, poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{__name__}.FlowFreeTrigger",
+                {"config_file": self.config_file, "flow_name": self.flow_name,
+                 "run_id": self.run_id, "poll_interval": self.poll_interval})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while await asyncio.to_thread(_owner, self.config_file, self.flow_name, self.run_id):
+            await asyncio.sleep(self.poll_interval)
+        yield TriggerEvent({"free": True})
+
+
 class FlowClaimSensor(BaseSensorOperator):
     """Succeeds once this DAG run owns its flow (the lease's run hold, see
-    :mod:`mirrorflow.lease`); while another run owns it, the poke says which and the
-    task is rescheduled."""
+    :mod:`mirrorflow.lease`). While another run owns it, the task waits without a worker
+    slot: deferred to the triggerer (``deferrable=True``, Airflow's
+    ``[operators] default_deferrable``), or rescheduled every ``poke_interval``."""
 
     template_fields = ("run_id",)
 
     def __init__(self, *, config_file: str, flow_name: str, run_id: str = "{{ run_id }}",
-                 **kwargs):
+                 deferrable: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.config_file, self.flow_name, self.run_id = config_file, flow_name, run_id
+        self.deferrable = deferrable
+
+    def execute(self, context):
+        if not self.deferrable:
+            return super().execute(context)
+        self.execute_complete(context, None)
+        return None
+
+    def execute_complete(self, context, event: dict | None) -> None:
+        """Claim; while another run owns the flow, defer until it is free and try again
+        (another waiting run may claim it first)."""
+        if not self.poke(context):
+            from datetime import timedelta
+
+            self.defer(trigger=FlowFreeTrigger(self.config_file, self.flow_name, self.run_id),
+                       method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
 
     def poke(self, context) -> bool:
         from mirrorflow.config.model import load_config
