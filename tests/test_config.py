@@ -66,6 +66,7 @@ MIRRORFLOW_DEFAULTS = {
     "mirrorflow.retry.delay.seconds": 60,
     "mirrorflow.lease.timeout.seconds": 30,
     "mirrorflow.lease.wait.seconds": 60,
+    "mirrorflow.lease.run.timeout.seconds": 900,
     "mirrorflow.transaction.records": 100000,
     "mirrorflow.max.records.per.partition": 1_000_000,
     "mirrorflow.records.per.spark.partition": 2_000_000,

@@ -180,12 +180,8 @@ def test_a_plan_pending_past_offsets_retention_resumes_from_its_spans(
         spark, two_clusters, expiring_target, tmp_path: Path) -> None:
     """A plan interrupted mid-write (300 of its 600 records committed), then left pending
     until Kafka expired the progress group's offsets: the next run writes only the rest."""
-    from test_writer import batch_of
-
     from mirrorflow.run import run_cycle
     from mirrorflow.source import ledger
-    from mirrorflow.source.plan import plan_run
-    from mirrorflow.source.writer import PartitionWriter, WriteTask
 
     a, t = two_clusters["a"], expiring_target
     create_topic(a, "orders", 1)
@@ -195,15 +191,7 @@ def test_a_plan_pending_past_offsets_retention_resumes_from_its_spans(
     path = config_file(tmp_path / "mm2.properties", clusters, "a->t.enabled = true",
                        "emit.heartbeats.enabled = false\n")
     config = load_config(path)
-    flow = config.flow("a->t")
-    plan, _ = plan_run(config, flow, "interrupted")
-    # The interrupted attempt: its writer committed 300 records (two transactions), then
-    # its process died.
-    writer = PartitionWriter(WriteTask("a->t", plan.plan_id, "orders", 0, "a.orders", 0, 600,
-                                       chunk_records=150), config.cluster("t"),
-                             config.cluster("a"))
-    writer.open()
-    writer.write_batch(batch_of(records[:300], list(range(300))))
+    interrupt_a_plan(config, "a->t", records, 300)
     assert len(read_partition(t, "a.orders", 0)) == 300
     deadline = time.monotonic() + 180
     while ledger.read_resume(config.cluster("t"), "a", [("a.orders", 0)]):
@@ -215,3 +203,58 @@ def test_a_plan_pending_past_offsets_retention_resumes_from_its_spans(
     assert [(p.planned_start, p.records, p.skipped) for p in result.partitions] == [
         (0, 600, 300)]
     assert read_partition(t, "a.orders", 0) == read_partition(a, "orders", 0)
+
+
+def interrupt_a_plan(config, flow_name: str, records: list, written: int) -> None:
+    """A plan of ``orders[0]`` whose first attempt's writer committed ``written`` records
+    (transactions of 150) and then died."""
+    from test_writer import batch_of
+
+    from mirrorflow.source.plan import plan_run
+    from mirrorflow.source.writer import PartitionWriter, WriteTask
+
+    plan, _ = plan_run(config, config.flow(flow_name), "interrupted")
+    source, target = flow_name.split("->")
+    writer = PartitionWriter(WriteTask(flow_name, plan.plan_id, "orders", 0, f"{source}.orders",
+                                       0, len(records), chunk_records=150),
+                             config.cluster(target), config.cluster(source))
+    writer.open()
+    writer.write_batch(batch_of(records[:written], list(range(written))))
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_records_gone_from_the_source_before_the_proof_are_named_not_retried_forever(
+        spark, two_clusters, tmp_path: Path) -> None:
+    """An interrupted plan's source loses its first 200 records (DeleteRecords) before
+    the retry's proof reads them again: the proof compares the rest and names the lost
+    offsets under failOnDataLoss; with failOnDataLoss = false the run goes on."""
+    from helpers.kafka import delete_records
+    from mirrorflow.quality.validate import ValidationError
+    from mirrorflow.run import run_cycle
+
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 1)
+    records = varied_records(600)
+    produce(a, "orders", records, 1)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+    config = load_config(path)
+    interrupt_a_plan(config, "a->b", records, 300)
+    delete_records(a, "orders", 0, 200)
+    with pytest.raises(ValidationError, match=(
+            r"orders\[0\]: offsets 0\.\.199 were removed from the source \(retention or "
+            r"DeleteRecords\) after they were mirrored and before the proof could compare "
+            r"them; their 200 copies on a\.orders\[0\] are unproven\. Set "
+            r"a->b\.failOnDataLoss = false")):
+        run_cycle(path, "a->b", spark=spark)
+    assert OffsetStore(config.cluster("b"), "a").positions() == {}
+
+    lenient = tmp_path / "lenient.properties"
+    lenient.write_text(path.read_text() + "a->b.failOnDataLoss = false\n")
+    done = run_cycle(lenient, "a->b", spark=spark)
+    assert done.validation["success"] and done.validation["verified_records"] == 400
+    assert any("offsets 0..199 were removed" in n for n in done.validation["notes"])
+    assert OffsetStore(config.cluster("b"), "a").positions() == {("orders", 0): 599}
+    target = read_partition(b, "a.orders", 0)
+    assert len(target) == 600 and target[200:] == read_partition(a, "orders", 0, start=200)

@@ -26,15 +26,17 @@ checkpoints, group offsets, topic metadata, plans), so a lapsed holder stops fir
 
 Checking is not enough: a holder can pass the check and pause before its write lands.
 So every state write is **fenced**, as Kafka fences a zombie producer: while a lease is
-held, the flow's internal-topic writes go through :class:`StateFence`, transactions of
-one ``transactional.id`` per flow (``mirrorflow-state|<flow>``) on the flow's source and
-target. A holder calls ``init_transactions`` on the target right after its claim wins
-(on the source before its first write there) and only then reads any state, which bumps
-the producer epoch and so fences every earlier holder for good: a write of a paused,
-lapsed holder fails at the broker instead of landing. A holder whose write is fenced (a
-sibling task of its own run initialised the same id) initialises again, re-reads the
-lease log, and writes again only while it still holds the flow; otherwise it raises
-:class:`LeaseLostError`.
+held, the flow's internal-topic writes on its target (where all of its state lives) go
+through :class:`StateFence`, transactions of one ``transactional.id`` per flow
+(``mirrorflow|<flow>|state``, under the writers' ACL prefix ``mirrorflow|``). A holder
+calls ``init_transactions`` right after its claim wins and only then reads any state,
+which bumps the producer epoch and so fences every earlier holder for good: a write of a
+paused, lapsed holder fails at the broker instead of landing. A holder whose write is
+fenced (a sibling task of its own run initialised the same id) initialises again,
+re-reads the lease log, and writes again only while it still holds the flow; otherwise
+it raises :class:`LeaseLostError`. Offset syncs on the source are checked, not fenced: a
+stale holder's sync there is an older, still true pair (the flow's own translation
+reads the fenced history on the target), and the source needs no transactional grant.
 
 **A DAG run owns the flow from its first task to its last** (issue 37): the DAG's
 ``claim_flow`` sensor adds the run's *run hold* (holder ``run``, lapsing
@@ -140,66 +142,56 @@ def holder(records: Iterable[LeaseRecord]) -> LeaseState | None:
 def state_transactional_id(flow_name: str) -> str:
     """The one transactional id of a flow's state writes, per cluster: each new holder's
     ``init_transactions`` fences every earlier holder's producer."""
-    return f"mirrorflow-state|{flow_name}"
+    return f"mirrorflow|{flow_name}|state"
 
 
 class StateFence:
-    """A holder's transactional producers for the flow's state writes, one per cluster of
-    the flow, the target's first (see the module's note). ``verify`` raises
-    :class:`LeaseLostError` unless the holder still holds the flow; it is called after
-    every (re)initialisation."""
+    """A holder's transactional producer for the flow's state writes on its target (see
+    the module's note). ``verify`` raises :class:`LeaseLostError` unless the holder still
+    holds the flow; it is called after every (re)initialisation."""
 
-    def __init__(self, flow_name: str, clusters: list[ClusterConfig], verify) -> None:
+    def __init__(self, flow_name: str, target: ClusterConfig, verify) -> None:
         self.flow = flow_name
-        self.clusters = {c.alias: c for c in clusters}
-        self.target = clusters[0].alias
+        self.target = target
         self.verify = verify
-        self._producers: dict[str, object] = {}
+        self._producer = None
 
     def open(self) -> None:
-        """Fence every earlier holder on the target (where every state store of the flow
-        lives), then verify. The source (offset syncs, the reverse pair's heartbeats) is
-        fenced by the holder's first write there: a source that does not answer then fails
-        the step that needs it, naming the cluster, not the lease."""
-        self._producers[self.target] = self._init(self.target)
+        """Fence every earlier holder, then verify."""
+        self._producer = self._init()
         self.verify()
 
-    def _init(self, alias: str):
+    def _init(self):
         from confluent_kafka import KafkaException, Producer
 
-        cluster = self.clusters[alias]
-        where = f"cluster {alias!r}, the state producer of flow {self.flow}"
+        where = f"cluster {self.target.alias!r}, the state producer of flow {self.flow}"
         producer = clients.new_client(Producer, clients.client_config(
-            cluster, "producer", **{"transactional.id": state_transactional_id(self.flow),
-                                    "acks": "all", "linger.ms": 0,
-                                    "partitioner": "murmur2_random"}), where)
+            self.target, "producer", **{"transactional.id": state_transactional_id(self.flow),
+                                        "acks": "all", "linger.ms": 0,
+                                        "partitioner": "murmur2_random"}), where)
         try:
             producer.init_transactions(FENCE_TIMEOUT_S)
         except KafkaException as exc:
             raise LeaseLostError(f"flow {self.flow}: cannot fence earlier holders on cluster "
-                                 f"{alias!r}: {exc.args[0].str()}") from None
+                                 f"{self.target.alias!r}: {exc.args[0].str()}") from None
         return producer
 
     def write(self, topic: CompactedTopic, records: Records, timeout: float,
               headers: Headers = None) -> None:
         """Write ``records`` to ``topic`` in one transaction of the flow's id; a fenced
-        producer is initialised again (and the lease verified) before a new attempt."""
+        producer is initialised again (and the lease verified) before a new attempt.
+        Writes to another cluster (offset syncs on the source) are not fenced."""
         from confluent_kafka import KafkaException
 
-        alias = topic.cluster.alias
-        if alias not in self.clusters:  # a cluster outside the flow: no fence there
+        if topic.cluster.alias != self.target.alias:
             topic.write_unfenced(records, timeout, headers)
             return
         for _ in range(FENCE_ATTEMPTS):
-            producer = self._producers.get(alias)
-            if producer is None:
-                producer = self._producers[alias] = self._init(alias)
-                self.verify()
             try:
-                producer.begin_transaction()
+                self._producer.begin_transaction()
                 for key, value in records:
-                    producer.produce(topic.topic, key=key, value=value, headers=headers)
-                producer.commit_transaction(timeout)
+                    self._producer.produce(topic.topic, key=key, value=value, headers=headers)
+                self._producer.commit_transaction(timeout)
                 return
             except KafkaException as exc:
                 error = exc.args[0]
@@ -208,13 +200,13 @@ class StateFence:
                     # sibling task of this run): only a holder that still holds goes on.
                     log.info("flow %s: state write to %s fenced (%s); fencing again",
                              self.flow, topic.topic, error.str())
-                    self._producers[alias] = self._init(alias)
+                    self._producer = self._init()
                     self.verify()
                 else:
-                    producer.abort_transaction(timeout)
+                    self._producer.abort_transaction(timeout)
         raise LeaseLostError(f"flow {self.flow}: a write to {topic.topic} on cluster "
-                             f"{alias!r} was fenced {FENCE_ATTEMPTS} times in a row; "
-                             "another holder keeps taking the flow, so nothing more is "
+                             f"{self.target.alias!r} was fenced {FENCE_ATTEMPTS} times in a "
+                             "row; another holder keeps taking the flow, so nothing more is "
                              "written")
 
 
@@ -225,7 +217,6 @@ class FlowLease:
     def __init__(self, config: MirrorConfig, flow: FlowConfig, owner: str,
                  wait_s: float | None = None):
         self.cluster = config.cluster(flow.target)
-        self.clusters = [config.cluster(flow.target), config.cluster(flow.source)]
         self.flow = flow.name
         self.owner = owner
         self.holder = uuid.uuid4().hex[:12]
@@ -349,7 +340,7 @@ class FlowLease:
                 and outer._fence is not None:
             self._fence = outer._fence  # a holder of this process's own run: one fence
         else:
-            self._fence = StateFence(self.flow, self.clusters, self.verify)
+            self._fence = StateFence(self.flow, self.cluster, self.verify)
             try:
                 self._fence.open()
             except BaseException:

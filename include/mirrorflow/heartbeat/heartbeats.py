@@ -57,7 +57,9 @@ def _write(config: MirrorConfig, pair: FlowConfig, heartbeat: Heartbeat) -> None
     topic = CompactedTopic(config.cluster(pair.target), pair.policy().heartbeats_topic(), 1,
                            pair.get("heartbeats.topic.replication.factor"))
     topic.ensure()
-    topic.write([(heartbeat.key(), heartbeat.value())])
+    # A heartbeat is data MM2's tools read, not the flow's state: written outside the
+    # lease's transactions (an extra one from a stale holder is harmless).
+    topic.write_unfenced([(heartbeat.key(), heartbeat.value())])
 
 
 def emit(config: MirrorConfig, flow: FlowConfig, now_ms: int | None = None) -> int:

@@ -102,6 +102,10 @@ class PartitionVerdict:
     first_bad_source_offset: int | None = None
     first_bad_target_offset: int | None = None
     lag: int | None = None
+    # Offsets [a, b) of the range the source lost (retention, DeleteRecords) after they
+    # were written and before the proof read them again, and how many copies they have.
+    lost: tuple[int, int] | None = None
+    unproven: int = 0
 
     @property
     def checked(self) -> bool:
@@ -329,24 +333,34 @@ def scope(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
     starts: dict[TopicPart, int] = {}
     own: dict[TopicPart, list[tuple[int, int]]] = {}
     ignore: dict[TopicPart, list[tuple[int, int]]] = {}
+    source = config.cluster(flow.source)
+    reread = [(r.topic, r.partition) for r in plan.ranges
+              if not written.get((r.topic, r.partition), {}).get("source_digest")]
+    lows = {tp: w.low for tp, w in probe_watermarks(source, reread,
+                                                    source.isolation_level()).items()}
     for r in plan.ranges:
         rp = (r.remote_topic, r.partition)
         done = written.get((r.topic, r.partition), {})
         spans = [tuple(s) for s in done.get("owned", [])]
+        lost, unproven, spans, lost_copies = _lost_at_source(
+            r, lows.get((r.topic, r.partition), r.start), done, spans)
         known = owned.get(rp)
         fresh = known is None or known.verified_end is None or \
             known.position != positions.get((r.topic, r.partition))
         starts[rp] = r.target_start if fresh else min(known.verified_end, r.target_start)
-        out.verdicts[rp] = PartitionVerdict(r.topic, r.partition, r.remote_topic, r.start,
-                                            r.end, planned=done.get("records", 0))
+        start = lost[1] if lost else r.start
+        out.verdicts[rp] = PartitionVerdict(r.topic, r.partition, r.remote_topic, start,
+                                            r.end, planned=done.get("records", 0) - unproven,
+                                            lost=lost, unproven=unproven)
+        ignore[rp] = lost_copies
         if (r.topic, r.partition) in sampled:
             own[rp] = spans
-            out.ranges.append(RangeCheck(r.topic, r.partition, r.remote_topic, r.start, r.end,
+            out.ranges.append(RangeCheck(r.topic, r.partition, r.remote_topic, start, r.end,
                                          tuple(tuple(s) for s in done.get("syncs", [])),
                                          done.get("source_digest")))
             out.verdicts[rp].verified = True
         else:
-            ignore[rp] = spans
+            ignore[rp] += spans
     for rp, known in owned.items():
         if rp in out.verdicts or known.verified_end is None:
             continue
@@ -366,6 +380,22 @@ def scope(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
                                        tuple(own.get(rp, [])),
                                        tuple(ignore.get(rp, []) + others.get(rp, []))))
     return out
+
+
+def _lost_at_source(r: Range, low: int, done: dict, spans: list[tuple[int, int]]):
+    """For a range whose source is read again: offsets ``[r.start, low)`` retention removed
+    since they were written. (lost offsets or None, their copies' count, the flow's spans
+    from the first kept record on, the spans of the lost records' copies). The copies end
+    before the remote offset the syncs claim for ``low`` (records keep their order)."""
+    end = min(low, r.end)
+    syncs = sorted(tuple(s) for s in done.get("syncs", []))
+    below = [s for s in syncs if s[0] <= end]
+    if end <= r.start or not below:
+        return None, 0, spans, []
+    cut = end + below[-1][1] - below[-1][0]
+    kept = [(max(a, cut), b) for a, b in spans if b >= cut]
+    copies = [(a, min(b, cut - 1)) for a, b in spans if a < cut]
+    return (r.start, end), sum(b - a + 1 for a, b in copies), kept, copies
 
 
 def remote_topic_traits(config: MirrorConfig, flow: FlowConfig,
@@ -634,6 +664,19 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
     validation.failures = [p for v in verdict_list for p in v.problems()]
     validation.failures += [p for c in validation.checkpoints if (p := c.problem())]
     validation.failures += chain_findings(plan, checks.chains)
+    for v in verdict_list:
+        if v.lost is None:
+            continue
+        what = (f"{v.topic}[{v.partition}]: offsets {v.lost[0]}..{v.lost[1] - 1} were removed "
+                f"from the source (retention or DeleteRecords) after they were mirrored and "
+                f"before the proof could compare them; their {v.unproven} copies on "
+                f"{v.remote_topic}[{v.partition}] are unproven")
+        if flow.get("failOnDataLoss"):
+            validation.failures.append(
+                f"{what}. Set {flow.name}.failOnDataLoss = false to accept them unproven "
+                "(the rest of the range is proven), or reset the flow")
+        else:
+            validation.notes.append(f"{what} (accepted: failOnDataLoss = false)")
     validation.failures += [f"expectation suite {name!r} failed (see the Data Docs)"
                             for name, ok in validation.expectations.items()
                             if not ok and not name.startswith("mirrorflow.")]
