@@ -155,8 +155,12 @@ def test_unknown_keys_warn_with_a_suggestion() -> None:
 
 def test_connect_worker_settings_are_accepted_and_flagged() -> None:
     config = parse_config(BASE + "offset.storage.replication.factor = 1\n"
-                          "key.converter = x\n")
-    assert any("Kafka Connect setting" in w for w in config.warnings)
+                          "key.converter.schemas.enable = false\n")
+    assert config.warnings == (
+        "line 6: property 'offset.storage.replication.factor' is a Kafka Connect setting "
+        "that mirrorflow ignores",
+        "line 7: property 'key.converter.schemas.enable' is a Kafka Connect setting that "
+        "mirrorflow ignores")
 
 
 def test_duplicate_key_last_wins_with_a_warning() -> None:

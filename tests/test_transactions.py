@@ -1,6 +1,7 @@
-"""A transactional source on Apache Kafka, mirrored with ``isolation.level = read_committed``:
-aborted records never reach the target, a plan ends at the last stable offset (never
-waiting on an open transaction), and the next run continues exactly there."""
+"""A transactional source on Apache Kafka, mirrored as configured by default (the source
+read ``read_committed``): aborted records never reach the target, a plan ends at the last
+stable offset (never waiting on an open transaction), and the next run continues exactly
+there, with the open transaction's records once it commits and none once it aborts."""
 
 from __future__ import annotations
 
@@ -41,10 +42,15 @@ def test_read_committed_source_with_aborted_and_open_transactions(spark, two_clu
     for value in (b"q0", b"q1"):
         pending.produce("payments", value, key=value)
     pending.flush(10)
-    transaction(settled, [b"p3"], commit=True)           # 10, marker 11: after the open one
+    # A third producer's transaction is open across the first run too, then aborted: 10.
+    doomed = Producer({"bootstrap.servers": a, "transactional.id": "payments-doomed"})
+    doomed.init_transactions(30)
+    doomed.begin_transaction()
+    doomed.produce("payments", b"z0", key=b"z0")
+    doomed.flush(10)
+    transaction(settled, [b"p3"], commit=True)           # 11, marker 12: after the open ones
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
-                       "emit.heartbeats.enabled = false\n"
-                       "a.consumer.isolation.level = read_committed\n")
+                       "emit.heartbeats.enabled = false\n")
 
     first = run_cycle(path, "a->b", spark=spark)
 
@@ -54,12 +60,14 @@ def test_read_committed_source_with_aborted_and_open_transactions(spark, two_clu
     assert [v for _, v, *_ in read_partition(b, "a.payments", 0)] == [b"p0", b"p1", b"p2"]
     assert OffsetStore(load_config(path).cluster("b"), "a").positions() == {("payments", 0): 7}
     assert first.validation["success"]
+    assert first.source_isolation == "read_committed"
 
-    pending.commit_transaction(30)                       # q0 q1 committed, marker 12
+    pending.commit_transaction(30)                       # q0 q1 committed, marker 13
+    doomed.abort_transaction(30)                         # z0 aborted, marker 14
     second = run_cycle(path, "a->b", spark=spark)
 
     (part,) = second.partitions
-    assert (part.planned_start, part.planned_end, part.records) == (8, 13, 3)
+    assert (part.planned_start, part.planned_end, part.records) == (8, 15, 3)
     assert [v for _, v, *_ in read_partition(b, "a.payments", 0)] == [
         b"p0", b"p1", b"p2", b"q0", b"q1", b"p3"]
     assert second.validation["success"]

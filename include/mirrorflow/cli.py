@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from mirrorflow.config import connect_settings
 from mirrorflow.config.model import FLOW_PROPERTIES, FlowConfig, MirrorConfig, load_config
 from mirrorflow.dev import localcluster
 from mirrorflow.errors import MirrorflowError
@@ -60,6 +61,11 @@ def cmd_config_reference(args: argparse.Namespace) -> int:
     for spec in FLOW_PROPERTIES.values():
         default = spec.default.replace("|", "\\|")
         print(f"| `{spec.name}` | `{default}` | {spec.origin} | {spec.doc} |")
+    print("\nKafka Connect settings in an MM2 file, by whether MM2 would copy different "
+          "records or bytes because of them: those that would are accepted only with MM2's "
+          "default value (or refused outright), naming the property; the rest are ignored "
+          "with a warning.\n")
+    print(connect_settings.reference_table())
     return EXIT_OK
 
 

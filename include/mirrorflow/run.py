@@ -79,6 +79,7 @@ class RunResult:
     breaks: list[dict] = field(default_factory=list)  # the chains' named breaks (Break)
     plan_run_id: str | None = None  # the run that made the plan
     note: str | None = None  # what a step that did nothing says instead
+    source_isolation: str = "read_committed"  # read_uncommitted copies aborted transactions
     gaps: list[dict] = field(default_factory=list)
     records: int = 0
     bytes: int = 0
@@ -138,7 +139,8 @@ def summarize(flow: FlowConfig, plan: Plan, result: dict | None,
     by_tp = {(r["topic"], r["partition"]): r for r in result["ranges"]}
     report = RunResult(flow.name, plan.run_id, plan.plan_id, resumed,
                        gaps=[asdict(g) for g in plan.gaps], plan_run_id=plan.run_id,
-                       breaks=[asdict(b) for b in plan.all_breaks])
+                       breaks=[asdict(b) for b in plan.all_breaks],
+                       source_isolation=plan.isolation)
     for rng in plan.ranges:
         r = by_tp.get((rng.topic, rng.partition))
         if r is None:

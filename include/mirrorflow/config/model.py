@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from mirrorflow.config import connect_settings
 from mirrorflow.config.policy import (
     IdentityReplicationPolicy,
     PolicyError,
@@ -466,24 +467,6 @@ FLOW_PROPERTIES: dict[str, PropertySpec] = {spec.name: spec for spec in _SPECS}
 # Top-level keys MM2 accepts that are not flow properties. Connect worker settings are
 # accepted (a file written for MM2 must load) but have no effect here.
 _TOP_LEVEL_KEYS = {"clusters", "config.providers", "dedicated.mode.enable.internal.rest"}
-_IGNORED_PREFIXES = (
-    "offset.storage",
-    "config.storage",
-    "status.storage",
-    "key.converter",
-    "value.converter",
-    "header.converter",
-    "worker",
-    "task.",
-    "offset.flush.",
-    "exactly.once.",
-    "dedicated.mode.",
-    "replication.policy.",
-    "topic.filter.class",
-    "group.filter.class",
-    "config.property.filter.class",
-    "consumer.poll.timeout.ms",
-)
 # Common misspellings of flow properties that MM2 silently ignores.
 _MISSPELLINGS = {
     "enable": "enabled",
@@ -532,11 +515,12 @@ class ClusterConfig:
         return props
 
     def isolation_level(self) -> str:
-        """How this cluster's consumers read transactional records: the consumer role's
-        ``isolation.level``, defaulting as the Java client (and so MM2's source consumer)
-        does to ``read_uncommitted``."""
+        """How mirrorflow reads this cluster's transactional records: the consumer role's
+        ``isolation.level``, else ``read_committed``. The Java client (and so MM2's source
+        consumer) defaults to ``read_uncommitted``; mirrorflow writes with transactions,
+        and copying aborted or still-open ones as committed would break that promise."""
         return self.client_config("consumer").get("isolation.level", "").strip() \
-            or "read_uncommitted"
+            or "read_committed"
 
 
 @dataclass(frozen=True)
@@ -680,6 +664,8 @@ def resolve(entries: list[Entry], *, path: Path | None, digest: str) -> MirrorCo
                 flows[(source, target)] = _flow(source, target, defaults, {}, warnings)
 
     _refuse_identity_loops(flows, latest)
+    _check_isolation(flows, clusters, latest, warnings)
+    _refuse_shared_dag_ids(flows)
     warnings = [one_line(w) for w in warnings]
     for message in warnings:
         log.warning("%s", message)
@@ -814,12 +800,22 @@ def _top_level_flow_defaults(
         elif (key in _TOP_LEVEL_KEYS or _CLIENT_LEVEL_RE.match(key)
               or re.fullmatch(r"config\.providers\.[^.]+\.(class|param\..+)", key)):
             continue
-        elif key.startswith(_IGNORED_PREFIXES):
-            warnings.append(f"line {entry.line}: property '{key}' is a Kafka Connect setting "
-                            "that mirrorflow ignores")
+        elif connect_settings.find(key) is not None:
+            _refuse_or_ignore(key, entry, "every flow", warnings)
         else:
             warnings.append(_unknown_warning(key, entry.line, aliases))
     return defaults
+
+
+def _refuse_or_ignore(full: str, entry: Entry, scope: str, warnings: list[str],
+                      setting_key: str | None = None) -> None:
+    """A Connect setting: refused by name when it would change what MM2 copies, else
+    reported as ignored."""
+    reason = connect_settings.refusal(setting_key or full, entry.value)
+    if reason:
+        raise ConfigError(f"{reason} (for {scope})", prop=full, line=entry.line)
+    warnings.append(f"line {entry.line}: property '{full}' is a Kafka Connect setting "
+                    "that mirrorflow ignores")
 
 
 def _unknown_warning(key: str, line: int, aliases: list[str]) -> str:
@@ -861,7 +857,15 @@ def _flow(
                             f"'{prefix}{canonical}'")
         if canonical in FLOW_PROPERTIES:
             chosen[canonical] = (entry, full)
-        elif prop.startswith(_IGNORED_PREFIXES) or prop.split(".")[0] in CLIENT_ROLES:
+        elif prop == "consumer.isolation.level":
+            raise ConfigError(
+                f"decides which records flow {source}{FLOW_ARROW}{target} copies, and "
+                "mirrorflow reads a cluster the same way for every flow: set "
+                f"'{source}.consumer.isolation.level' instead", prop=full, line=entry.line)
+        elif connect_settings.find(prop) is not None:
+            _refuse_or_ignore(full, entry, f"flow {source}{FLOW_ARROW}{target}", warnings,
+                              setting_key=prop)
+        elif prop.split(".")[0] in CLIENT_ROLES:
             warnings.append(f"line {entry.line}: property '{full}' is a Kafka Connect setting "
                             "that mirrorflow ignores")
         else:
@@ -924,6 +928,48 @@ def _refuse_identity_loops(
                 prop=key if key in latest else "replication.policy.class",
                 line=entry.line if entry else None,
             )
+
+
+def _check_isolation(flows: Mapping[tuple[str, str], FlowConfig],
+                     clusters: Mapping[str, ClusterConfig], latest: Mapping[str, Entry],
+                     warnings: list[str]) -> None:
+    """A flow that reads its source ``read_uncommitted`` copies aborted and open
+    transactions as committed records: refused under ``exactly.once.support = required``
+    (as MM2's ``MirrorSourceConnector.validateExactlyOnceConfigs``), warned about else."""
+    for flow in flows.values():
+        level = clusters[flow.source].isolation_level()
+        if not flow.enabled or level == "read_committed":
+            continue
+        setting = f"{flow.source}.consumer.isolation.level"
+        if flow.get("exactly.once.support") == "required":
+            key = f"{flow.name}.exactly.once.support"
+            key = key if key in latest else "exactly.once.support"
+            raise ConfigError(
+                f"flow {flow.name} requires exactly-once delivery but reads its source with "
+                f"'{setting} = {level}', which copies records of aborted and open "
+                f"transactions; remove '{setting}' (mirrorflow reads read_committed) or set "
+                "exactly.once.support = requested",
+                prop=key, line=latest[key].line if key in latest else None)
+        line = latest[setting].line if setting in latest else 0
+        warnings.append(f"line {line}: flow {flow.name} reads its source "
+                        f"with '{setting} = {level}': records of aborted and open "
+                        "transactions are mirrored as committed ones, and each run's report "
+                        "says so")
+
+
+def _refuse_shared_dag_ids(flows: Mapping[tuple[str, str], FlowConfig]) -> None:
+    """Two flows whose aliases join to one DAG id (``a__b``->``c`` and ``a``->``b__c``):
+    Airflow would keep one DAG and silently lose the other."""
+    seen: dict[str, FlowConfig] = {}
+    for flow in flows.values():
+        if not flow.enabled:
+            continue
+        other = seen.setdefault(flow.dag_id, flow)
+        if other is not flow:
+            raise ConfigError(
+                f"flows {other.name} and {flow.name} would both be the DAG {flow.dag_id!r} "
+                "and Airflow would keep only one: rename a cluster alias so that '__' does "
+                "not join them", prop="clusters")
 
 
 def _find_path(edges: Mapping[str, set[str]], start: str, goal: str) -> list[str] | None:

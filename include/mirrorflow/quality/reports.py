@@ -133,6 +133,9 @@ def render(summary: dict) -> str:
              + (f"  (verified {validation.get('verified_records', 0)} of "
                 f"{validation.get('planned_records', 0)} records, fraction setting "
                 f"{validation.get('fraction')})" if validation else "")]
+    if summary.get("source_isolation") == "read_uncommitted":
+        lines.append("source read read_uncommitted: records of aborted and open transactions "
+                     "were mirrored as committed ones")
     written = {(p["topic"], p["partition"]): p for p in summary.get("partitions", [])}
     checked = {(r["topic"], r["partition"]): r for r in validation.get("ranges", [])}
     header = f"  {'partition':<32} {'planned':>10} {'written':>10} {'verified':>10} " \

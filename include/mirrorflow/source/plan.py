@@ -110,6 +110,8 @@ class Plan:
     gaps: tuple[Gap, ...] = field(default_factory=tuple)
     topic_ids: dict[str, str] = field(default_factory=dict)
     breaks: tuple[Break, ...] = field(default_factory=tuple)
+    # How the source was read: its ends are the last stable offsets under read_committed.
+    isolation: str = "read_committed"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -124,6 +126,7 @@ class Plan:
             gaps=tuple(Gap(**g) for g in doc.get("gaps", ())),
             topic_ids=dict(doc.get("topic_ids", {})),
             breaks=tuple(Break(**b) for b in doc.get("breaks", ())),
+            isolation=doc.get("isolation", "read_uncommitted"),
         )
 
     @property
@@ -441,6 +444,7 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
         plan_id=f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}",
         flow=flow.name, run_id=run_id, created_ms=int(time.time() * 1000),
         ranges=tuple(ranges), gaps=tuple(gaps), topic_ids=ids, breaks=tuple(breaks),
+        isolation=source.isolation_level(),
     )
 
 
