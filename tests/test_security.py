@@ -217,3 +217,103 @@ def _topic_resource(name: str):
     from confluent_kafka.admin import ConfigResource
 
     return ConfigResource("topic", name)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_no_password_in_a_connect_servers_ui_rest_api_log_or_event_log(secure,
+                                                                       tmp_path: Path) -> None:
+    """A Spark Connect server of the user's own (none of mirrorflow's settings, UI and event
+    log on) runs a SASL_SSL flow: the password reaches no page of its Connect and SQL tabs,
+    no answer of its REST API, not its log and not its event log."""
+    import json
+    import os
+    import re
+    import sys
+    import urllib.request
+
+    from helpers.kafka import produce
+    from mirrorflow.dev.connect_server import SERVER_CLASS, ConnectServer, stop as stop_server
+    from mirrorflow.spark.session import connector_jars
+    from mirrorflow.spark.submit import spark_submit_binary
+
+    brokers, ca = secure
+    a, b = brokers["a"].bootstrap, brokers["b"].bootstrap
+    admin = AdminClient({"bootstrap.servers": a, **client(ca, "admin")})
+    admin.create_topics([NewTopic("payments", 2, 1)])["payments"].result(30)
+    produce(a, "payments", varied_records(40), 2, **client(ca, "admin"))
+    password = USERS["admin"]
+    events, port, ui_port = tmp_path / "events", free_port(), free_port()
+    events.mkdir()
+    server = ConnectServer("127.0.0.1", port, tmp_path / "connect")
+    server.state_dir.mkdir()
+    confs = {"spark.connect.grpc.binding.address": "127.0.0.1",
+             "spark.connect.grpc.binding.port": str(port), "spark.ui.enabled": "true",
+             "spark.ui.port": str(ui_port), "spark.eventLog.enabled": "true",
+             "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false",
+             "spark.pyspark.python": sys.executable}
+    with open(server.log_file, "ab") as log:
+        process = subprocess.Popen(
+            [spark_submit_binary(), "--class", SERVER_CLASS, "--master", "local[2]",
+             "--jars", ",".join(connector_jars()),
+             *[arg for k, v in confs.items() for arg in ("--conf", f"{k}={v}")],
+             "spark-internal"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    server.pid_file.write_text(f"{process.pid}\n")
+    try:
+        deadline = time.monotonic() + 120
+        while not server.answering() and time.monotonic() < deadline:
+            assert process.poll() is None, server.log_file.read_text()[-2000:]
+            time.sleep(0.5)
+        jaas = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                f'username="admin" password="{password}";')
+        path = tmp_path / "mm2.properties"
+        path.write_text("\n".join([
+            "clusters = a, b", f"a.bootstrap.servers = {a}", f"b.bootstrap.servers = {b}",
+            "a->b.enabled = true", "a->b.topics = payments", "replication.factor = 1",
+            "offset-syncs.topic.replication.factor = 1",
+            "checkpoints.topic.replication.factor = 1", "emit.heartbeats.enabled = false",
+            "security.protocol = SASL_SSL", f"sasl.mechanism = {SCRAM}",
+            f"sasl.jaas.config = {jaas}", "ssl.truststore.type = PEM",
+            f"ssl.truststore.location = {ca}", f"mirrorflow.spark.master = {server.url}"])
+            + "\n")
+
+        result = run_cycle(path, "a->b")
+        assert result.records == 40 and result.validation["success"]
+
+        ui = f"http://127.0.0.1:{ui_port}"
+
+        def get(url: str) -> str:
+            with urllib.request.urlopen(url, timeout=30) as answer:
+                return answer.read().decode()
+
+        pages = {}
+        for front in ("/connect/", "/SQL/"):
+            pages[front] = get(ui + front)
+            for link in set(re.findall(r'href="(/(?:connect|SQL)/[^"]+)"', pages[front])):
+                pages[link] = get(ui + link.replace("&amp;", "&"))
+        (app,) = json.loads(get(ui + "/api/v1/applications"))
+        api = f"{ui}/api/v1/applications/{app['id']}"
+        pages["sql"] = get(api + "/sql?details=true&planDescription=true")
+        pages["jobs"] = get(api + "/jobs")
+        # The pages show the run's work: its statements and queries read Kafka over SASL.
+        assert any("/connect/session/" in link for link in pages), sorted(pages)
+        assert any("/SQL/execution/" in link for link in pages), sorted(pages)
+        shown = [name for name, page in pages.items()
+                 if "kafka.sasl.jaas.config" in html_unescape(page)]
+        assert any(name.startswith("/connect/session/") for name in shown), shown
+        assert [name for name, page in pages.items() if password in html_unescape(page)] == []
+    finally:
+        stop_server(server)
+    # Spark 4 writes a rolling event log: a folder of event files.
+    event_log = "".join(p.read_text() for p in sorted(events.rglob("*")) if p.is_file())
+    assert "SparkListenerConnectOperationStarted" in event_log
+    assert "kafka.sasl.jaas.config" in event_log and "*********(redacted)" in event_log
+    assert password not in event_log
+    assert password not in server.log_file.read_text()
+
+
+def html_unescape(text: str) -> str:
+    import html
+
+    return html.unescape(text)

@@ -16,6 +16,12 @@ from mirrorflow import jvm
 # value) in the UI, the event log and plans.
 REDACTION = (r"(?i)secret|password|passwd|token|access[.]?key|jaas|credential|keytab"
              r"|ssl\.key|oauthbearer|url")
+# Plan text (the Connect tab's statements, the SQL tab's plans, the event log, explain)
+# holds the Kafka source's options; a Connect statement prints each as a ``key:`` line and
+# a ``value:`` line. Spark's Utils.redact replaces each match (a Java regex): the value line
+# after a key that ends in a secret-looking word, and any ``password=...`` (JAAS) in text.
+STRING_REDACTION = (r'(?i)(?<=jaas\.config|password|passwd|secret|token|keytab|credential'
+                    r'|keystore\.key)"\n\s*value: [^\n]*|password\s*=\s*[^\s,;)]+')
 SPARK_CONF = {
     # Arrow batches handed to the writer: few round trips for small records, and bounded
     # in bytes so that 1 MiB records never make a batch of gigabytes.
@@ -27,13 +33,17 @@ SPARK_CONF = {
     "spark.sql.sources.useV1SourceList": "avro,csv,json,orc,parquet,text",
     "spark.redaction.regex": REDACTION,
     "spark.sql.redaction.options.regex": REDACTION,
+    "spark.sql.redaction.string.regex": STRING_REDACTION,
     "spark.ui.showConsoleProgress": "false",
 }
-# Settings a Spark Connect client may change for its session (the rest are the server's).
+# Settings a Spark Connect client may change for its session (the rest are the server's):
+# the redaction patterns among them, so that a server of the user's own that lacks them
+# still redacts this session's statements and plans before they reach its UI and event log.
 SESSION_CONF = ("spark.sql.execution.arrow.maxRecordsPerBatch",
                 "spark.sql.execution.arrow.maxBytesPerBatch",
                 "spark.sql.sources.useV1SourceList",
-                "spark.sql.redaction.options.regex")
+                "spark.sql.redaction.options.regex",
+                "spark.sql.redaction.string.regex")
 
 
 def is_connect(master: str) -> bool:
