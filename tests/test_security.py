@@ -233,7 +233,8 @@ def test_no_password_in_a_connect_servers_ui_rest_api_log_or_event_log(secure,
     import urllib.request
 
     from helpers.kafka import produce
-    from mirrorflow.dev.connect_server import SERVER_CLASS, ConnectServer, stop as stop_server
+    from mirrorflow.dev.connect_server import SERVER_CLASS, ConnectServer
+    from mirrorflow.dev.connect_server import stop as stop_server
     from mirrorflow.spark.session import connector_jars
     from mirrorflow.spark.submit import spark_submit_binary
 
