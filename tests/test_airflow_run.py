@@ -201,13 +201,15 @@ def test_reset_requires_confirmation_then_moves_positions(airflow_db, two_cluste
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
                        "emit.heartbeats.enabled = false\nmirrorflow.retry.delay.seconds = 0\n")
     dag = flow_dag(path, monkeypatch)
-    refused = dag.test(run_conf={"reset": "latest", "dry_run": True})
+    refused = dag.test(run_conf={"reset": "latest"})
     assert states(refused)["plan"] == "failed"
     store = OffsetStore(load_config(path).cluster("b"), "a")
     assert store.positions() == {}
-    done = dag.test(run_conf={"reset": "latest", "confirm_reset": "a->b", "dry_run": True},
+    done = dag.test(run_conf={"reset": "latest", "confirm_reset": "a->b"},
                     logical_date=refused.logical_date - timedelta(hours=1))
-    assert states(done)["plan"] == "skipped"  # reset, then the dry run plans nothing
+    got = states(done)
+    assert str(done.state) == "success", got
+    assert got["mirror"] == "skipped"  # reset to the end: nothing left to mirror
     assert store.positions() == {("orders", 0): 19}
 
 

@@ -20,14 +20,16 @@ a->b.enabled = true
 # DefaultTopicFilter, DefaultGroupFilter, DefaultConfigPropertyFilter) and Connect's.
 MM2_DEFAULTS = {
     "topics": (".*",),
-    "topics.exclude": (r".*[\-\.]internal", r".*\.replica", "__.*"),
+    "topics.exclude": (r"mm2.*\.internal", r".*\.replica", "__.*"),
     "config.properties.exclude": (
-        r"follower\.replication\.throttled\.replicas",
-        r"leader\.replication\.throttled\.replicas",
-        r"message\.timestamp\.difference\.max\.ms",
-        r"message\.timestamp\.type",
-        r"unclean\.leader\.election\.enable",
-        r"min\.insync\.replicas",
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        "message.timestamp.difference.max.ms",
+        "log.message.timestamp.before.max.ms",
+        "log.message.timestamp.after.max.ms",
+        "message.timestamp.type",
+        "unclean.leader.election.enable",
+        "min.insync.replicas",
     ),
     "groups": (".*",),
     "groups.exclude": ("console-consumer-.*", "connect-.*", "__.*"),
@@ -41,6 +43,7 @@ MM2_DEFAULTS = {
     "sync.topic.acls.interval.seconds": 600,
     "use.defaults.from": "target",
     "emit.heartbeats.enabled": True,
+    "heartbeats.replication.enabled": True,
     "emit.heartbeats.interval.seconds": 1,
     "emit.checkpoints.enabled": True,
     "emit.checkpoints.interval.seconds": 60,
@@ -308,3 +311,59 @@ def test_bundled_default_config(repo: Path) -> None:
     config = load_config(repo / "include" / "config" / "mm2.properties")
     assert [f.name for f in config.enabled_flows()] == ["primary->backup"]
     assert config.warnings == ()
+
+
+@pytest.mark.spark
+def test_every_mm2_default_is_mm2_4_3_1s() -> None:
+    """Each MM2 property's default against the ConfigDefs of MM2's own connectors, read from
+    the connect-mirror jar (jvm/pom.xml's mm2 classpath) in a JVM: no default can drift."""
+    from pyspark import SparkConf
+    from pyspark.java_gateway import launch_gateway
+
+    from mirrorflow import jvm
+
+    gateway = launch_gateway(SparkConf().set("spark.driver.extraClassPath",
+                                             ":".join(jvm.jars("mm2"))))
+    try:
+        mirror = gateway.jvm.org.apache.kafka.connect.mirror
+        theirs: dict[str, object] = {}
+        for connector in ("MirrorSourceConnector", "MirrorCheckpointConnector",
+                          "MirrorHeartbeatConnector"):
+            defaults = getattr(mirror, connector)().config().defaultValues()
+            for key in defaults.keySet():
+                value = defaults.get(key)
+                kind = "" if isinstance(value, (str, int, float, type(None))) else \
+                    value.getClass().getName()
+                if kind == "java.lang.Class":
+                    value = value.getName()
+                elif kind.endswith("List"):
+                    value = tuple(str(v) for v in value)
+                theirs[str(key)] = value
+        # use.defaults.from belongs to DefaultConfigPropertyFilter's own (private) ConfigDef:
+        # configured with nothing, the filter says whether a source default is copied.
+        config_filter = mirror.DefaultConfigPropertyFilter()
+        config_filter.configure(gateway.jvm.java.util.HashMap())
+        theirs["use.defaults.from"] = ("source" if config_filter.shouldReplicateSourceDefault(
+            "retention.ms") else "target")
+    finally:
+        gateway.shutdown()
+    mm2 = {name: spec.parse(spec.default) for name, spec in FLOW_PROPERTIES.items()
+           if spec.origin == "MM2"}
+    assert {name: theirs.get(name, "<not an MM2 property>") for name in mm2} == mm2
+
+
+def test_heartbeats_replication_disabled_leaves_heartbeats_to_topics() -> None:
+    from mirrorflow.heartbeat import heartbeats
+
+    narrowed = BASE + "a->b.topics = orders\n"
+    off = parse_config(narrowed + "a->b.heartbeats.replication.enabled = false\n")
+    flow = off.flow("a->b")
+    assert [flow.topic_filter().should_replicate(t) for t in ("orders", "heartbeats")] == [
+        True, False]
+    assert heartbeats.senses(off, flow) is False  # no await_heartbeat task: nothing to sense
+    on = parse_config(narrowed)
+    assert on.flow("a->b").topic_filter().should_replicate("heartbeats") is True
+    assert heartbeats.senses(on, on.flow("a->b")) is True
+    # Selected by 'topics', heartbeats are mirrored whatever the switch says (as in MM2).
+    both = parse_config(BASE + "a->b.heartbeats.replication.enabled = false\n")
+    assert both.flow("a->b").topic_filter().should_replicate("heartbeats") is True

@@ -125,3 +125,25 @@ def test_retention_gap_recorded_when_fail_on_data_loss_false(setup, tmp_path):
     ranges = {r.partition: (r.start, r.end) for r in plan.ranges}
     assert ranges[1] == (250, 1000)
     assert ranges[0] == (250, 1000)  # never-mirrored partitions start at the log start
+
+
+def test_replication_factor_minus_one_is_the_brokers_default(two_clusters, tmp_path) -> None:
+    """MM2 passes -1 to the broker, which takes its default.replication.factor."""
+    from confluent_kafka.admin import AdminClient
+
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 2)
+    produce(a, "orders", varied_records(10), 2)
+    path = tmp_path / "mm2.properties"
+    path.write_text(f"clusters = a, b\na.bootstrap.servers = {a}\nb.bootstrap.servers = {b}\n"
+                    "a->b.enabled = true\nreplication.factor = -1\n"
+                    "offset-syncs.topic.replication.factor = -1\n"
+                    "checkpoints.topic.replication.factor = -1\n"
+                    "heartbeats.topic.replication.factor = -1\n")
+    config = load_config(path)
+    assert config.flow("a->b").get("replication.factor") == -1
+    plan, _ = plan_run(config, config.flow("a->b"), "run-1")
+    assert sorted((r.topic, r.partition, r.end) for r in plan.ranges) == [
+        ("orders", 0, 5), ("orders", 1, 5)]
+    described = AdminClient({"bootstrap.servers": b}).list_topics(timeout=10).topics
+    assert [len(p.replicas) for p in described["a.orders"].partitions.values()] == [1, 1]

@@ -318,3 +318,30 @@ def html_unescape(text: str) -> str:
     import html
 
     return html.unescape(text)
+
+
+def test_a_protocol_mismatch_says_a_broker_answered_and_names_the_setting(
+        secure, two_clusters, tmp_path: Path) -> None:
+    """PLAINTEXT to a SASL_SSL listener, and SSL to a PLAINTEXT one: not 'no broker answers
+    there', but what happened and the setting to check."""
+    import re
+
+    from mirrorflow.config.model import load_config
+    from mirrorflow.kafka.clients import ClusterUnreachableError, check_reachable
+
+    brokers, ca = secure
+    path = tmp_path / "mm2.properties"
+    path.write_text(f"clusters = s, p\ns.bootstrap.servers = {brokers['a'].bootstrap}\n"
+                    f"p.bootstrap.servers = {two_clusters['a']}\n"
+                    "p.security.protocol = SSL\n"
+                    f"p.ssl.truststore.type = PEM\np.ssl.truststore.location = {ca}\n")
+    config = load_config(path)
+    for alias, protocol in (("s", "PLAINTEXT"), ("p", "SSL")):
+        with pytest.raises(ClusterUnreachableError) as info:
+            check_reachable(config.cluster(alias), timeout=10)
+        message = str(info.value)
+        assert re.match(rf"cluster '{alias}' \(127\.0\.0\.1:\d+\) is not reachable: a broker "
+                        r"answered but the connection failed before any request \(", message)
+        assert message.endswith(f"its listener speaks another protocol than "
+                                f"'{alias}.security.protocol' ({protocol}) says; check it and "
+                                "the cluster's ssl.* settings")

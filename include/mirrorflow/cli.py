@@ -156,13 +156,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
+    from mirrorflow.checkpoint.checkpoints import superseded_ms
     from mirrorflow.checkpoint.remote import translate_offsets
 
     config = load_config(args.config)
     flow = config.flow(args.flow)
     _reachable(config, flow.target)
     offsets = translate_offsets(config.cluster(flow.target), flow.source, args.group,
-                                flow.policy())
+                                flow.policy(), superseded_ms(config, flow))
     if args.json:
         print(json.dumps([{"topic": t, "partition": p, "offset": o}
                           for (t, p), o in sorted(offsets.items())], indent=2))

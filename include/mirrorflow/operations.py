@@ -3,13 +3,16 @@
 A reset rewrites the offset store for the flow's source partitions, starts each
 partition's chain anew there with a named ``reset`` break (mode, offsets skipped or
 repeated, the run that asked), and drops a pending plan, so the next run plans from the
-new positions. Resetting to earliest mirrors again
+new positions. Heartbeat topics keep theirs (see :func:`reset_starts`). Resetting to
+earliest mirrors again
 what is already on the target: it is meant for rebuilding a target, and the DAG and CLI
 ask for an explicit confirmation.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import asdict, dataclass
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
@@ -17,9 +20,11 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.source.history import Chain, HistoryStore
+from mirrorflow.source.ledger import keep_written
 from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan import PENDING_KEY, Break, PlanStore, discover_topics
 
+log = logging.getLogger(__name__)
 RESET_MODES = ("earliest", "latest", "timestamp")
 
 
@@ -39,23 +44,35 @@ def check_confirmation(flow: FlowConfig, confirm: str | None) -> None:
                          f"name {flow.name!r} as confirmation")
 
 
-def reset_positions(config: MirrorConfig, flow: FlowConfig, mode: str,
-                    timestamp_ms: int | None = None, run_id: str = "") -> ResetResult:
-    """Set the flow's positions so the next run starts at ``mode`` in every source
-    partition; ``run_id`` (who asked) goes into each partition's ``reset`` break."""
+def reset_starts(config: MirrorConfig, flow: FlowConfig, mode: str,
+                 timestamp_ms: int | None = None) -> dict[tuple[str, int], int]:
+    """Where a reset to ``mode`` would start each source partition of the flow's topics,
+    reading only. Heartbeat topics keep their positions: they carry liveness, not data,
+    and the heartbeat the resetting run itself emitted must still reach the target."""
     if mode not in RESET_MODES:
         raise ResetError(f"reset mode must be one of {', '.join(RESET_MODES)}, got {mode!r}")
     if mode == "timestamp" and timestamp_ms is None:
         raise ResetError("a reset to a timestamp needs the timestamp in milliseconds")
     source = config.cluster(flow.source)
-    parts = [(t, p) for t, n in discover_topics(config, flow).items() for p in range(n)]
+    policy = flow.policy()
+    parts = [(t, p) for t, n in discover_topics(config, flow).items()
+             if not policy.is_heartbeats_topic(t) for p in range(n)]
     marks = probe_watermarks(source, parts)
     if mode == "earliest":
-        starts = {tp: m.low for tp, m in marks.items()}
-    elif mode == "latest":
-        starts = {tp: m.high for tp, m in marks.items()}
-    else:
-        starts = _offsets_for_time(source, parts, timestamp_ms, marks)
+        return {tp: m.low for tp, m in marks.items()}
+    if mode == "latest":
+        return {tp: m.high for tp, m in marks.items()}
+    return _offsets_for_time(source, parts, timestamp_ms, marks)
+
+
+def reset_positions(config: MirrorConfig, flow: FlowConfig, mode: str,
+                    timestamp_ms: int | None = None, run_id: str = "") -> ResetResult:
+    """Set the flow's positions so the next run starts at ``mode`` in every source
+    partition of its topics (see :func:`reset_starts`); ``run_id`` (who asked) goes into
+    each partition's ``reset`` break."""
+    starts = reset_starts(config, flow, mode, timestamp_ms)
+    source = config.cluster(flow.source)
+    parts = sorted(starts)
     target = config.cluster(flow.target)
     store = OffsetStore(target, flow.source, flow.get("replication.factor"))
     before = store.positions()
@@ -70,12 +87,22 @@ def reset_positions(config: MirrorConfig, flow: FlowConfig, mode: str,
         found = Break(topic, partition, "reset", min(was_next, start), max(was_next, start),
                       ids.get(topic, ""), f"reset to {mode}"
                       + (f" ({timestamp_ms} ms)" if mode == "timestamp" else "")
-                      + f" by {run_id or 'an operator'}: from offset {was_next} to {start}")
+                      + f" by {run_id or 'an operator'}: from offset {was_next} to {start}",
+                      int(time.time() * 1000))
         known = chains.get((topic, partition))
         breaks[(topic, partition)] = Chain(found.topic_id, start,
                                            (known.breaks if known else []) + [asdict(found)])
     history.write([], {}, breaks)
-    PlanStore(config, flow).topic.write([(PENDING_KEY, None)])
+    plans = PlanStore(config, flow)
+    pending = plans.topic.read().get(PENDING_KEY)  # the id only: the plan may be damaged
+    if pending:
+        kept = keep_written(target, flow.source, pending.decode(),
+                            flow.get("replication.factor"))
+        if kept:
+            log.warning("flow %s: the reset drops plan %s, whose %d records already written "
+                        "stay on the target as the flow's own", flow.name, pending.decode(),
+                        kept)
+    plans.topic.write([(PENDING_KEY, None)])
     return ResetResult(mode, {f"{t}[{p}]": s for (t, p), s in sorted(starts.items())})
 
 

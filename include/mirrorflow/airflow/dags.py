@@ -72,51 +72,77 @@ def check_clusters(config_file: str, flow_name: str) -> dict[str, str]:
     return {"source": flow.source, "target": flow.target, "config_digest": config.digest}
 
 
-def release_flow(config_file: str, flow_name: str, run_id: str) -> None:
+def release_flow(config_file: str, flow_name: str, run_id: str,
+                 params: dict | None = None) -> None:
     """The run lets go of its flow (after its last state-writing task, whatever their
-    outcome), so the next run's ``claim_flow`` goes on at once."""
+    outcome), so the next run's ``claim_flow`` goes on at once. A dry run held nothing."""
     from mirrorflow.lease import FlowLease
 
+    if (params or {}).get("dry_run"):
+        return
     config = load_config(config_file)
     FlowLease(config, config.flow(flow_name), run_id).release_run()
 
 
-def emit_heartbeat(config_file: str, flow_name: str, run_id: str) -> int:
+def emit_heartbeat(config_file: str, flow_name: str, run_id: str,
+                   params: dict | None = None) -> int | None:
     """Write this run's heartbeats, as MM2's connectors of the pair and its reverse do,
-    holding the run's lease as ``mirrorflow run`` does; returns their timestamp (ms)."""
+    holding the run's lease as ``mirrorflow run`` does; returns their timestamp (ms).
+    A dry run writes none."""
     from mirrorflow.heartbeat import heartbeats
 
+    if (params or {}).get("dry_run"):
+        log.info("dry run: no heartbeat written")
+        return None
     with _leased(config_file, flow_name, run_id) as (config, flow):
         return heartbeats.emit(config, flow)
 
 
 def plan(config_file: str, flow_name: str, params: dict, run_id: str) -> dict:
-    """Reset positions if asked (confirmed), then plan or resume the pending plan."""
+    """Reset positions if asked (confirmed), then plan or resume the pending plan. A dry
+    run takes no lease and writes nothing: it logs the reset's positions and the plan that
+    would follow, and skips the rest of the run."""
+    if params.get("dry_run"):
+        config = load_config(config_file)
+        _dry_run(config, config.flow(flow_name), params, run_id)
     with _leased(config_file, flow_name, run_id) as (config, flow):
         return _plan(config, flow, params, run_id)
 
 
+def _limits(params: dict) -> dict:
+    return {"only_topics": params.get("topics") or None,
+            "max_records": params.get("max_records_per_partition")}
+
+
+def _dry_run(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from mirrorflow.operations import reset_starts
+    from mirrorflow.source.plan import build_plan
+
+    starts = None
+    if params.get("reset", "none") != "none":
+        starts = reset_starts(config, flow, params["reset"], params.get("reset_timestamp_ms"))
+        log.info("dry run: a reset to %s would set the next offsets:\n%s", params["reset"],
+                 "\n".join(f"{t}[{p}] {s}" for (t, p), s in sorted(starts.items())))
+    dry = build_plan(config, flow, run_id, dry_run=True, starts=starts, **_limits(params))
+    lines = [f"{r.topic}[{r.partition}] {r.start}..{r.end - 1} -> {r.remote_topic}"
+             for r in dry.ranges]
+    log.info("dry run, nothing written; the plan would be:\n%s", "\n".join(lines) or "empty")
+    raise AirflowSkipException(f"dry run: {len(dry.ranges)} ranges, "
+                               f"{dry.offsets} offsets; nothing written")
+
+
 def _plan(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> dict:
     from mirrorflow.operations import check_confirmation, reset_positions
-    from mirrorflow.source.plan import build_plan, plan_run
+    from mirrorflow.source.plan import plan_run
 
     if params.get("reset", "none") != "none":
         check_confirmation(flow, params.get("confirm_reset"))
         result = reset_positions(config, flow, params["reset"], params.get("reset_timestamp_ms"),
                                  run_id)
         log.warning("positions of %s reset to %s: %s", flow.name, result.mode, result.positions)
-    limits = {"only_topics": params.get("topics") or None,
-              "max_records": params.get("max_records_per_partition")}
-    if params.get("dry_run"):
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        dry = build_plan(config, flow, run_id, dry_run=True, **limits)
-        lines = [f"{r.topic}[{r.partition}] {r.start}..{r.end - 1} -> {r.remote_topic}"
-                 for r in dry.ranges]
-        log.info("dry run, nothing written; the plan would be:\n%s", "\n".join(lines) or "empty")
-        raise AirflowSkipException(f"dry run: {len(dry.ranges)} ranges, "
-                                   f"{dry.offsets} offsets; nothing written")
-    stored, resumed = plan_run(config, flow, run_id, **limits)
+    stored, resumed = plan_run(config, flow, run_id, **_limits(params))
     return {"plan_id": stored.plan_id, "resumed": resumed, "ranges": len(stored.ranges),
             "offsets": stored.offsets}
 
@@ -259,7 +285,9 @@ def _params():
         "max_records_per_partition": Param(None, type=["null", "integer"], minimum=1,
                                            description="Cap this run's range per partition."),
         "dry_run": Param(False, type="boolean",
-                         description="Plan only and log the plan; nothing is written."),
+                         description="Plan only and log the plan (after the reset, if one "
+                                     "is given: its positions are logged, not set); nothing "
+                                     "is written to either cluster."),
         "reset": Param("none", enum=["none", "earliest", "latest", "timestamp"],
                        description="Operator's tool: move the flow's positions first."),
         "reset_timestamp_ms": Param(None, type=["null", "integer"],

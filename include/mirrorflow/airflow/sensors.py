@@ -150,6 +150,9 @@ class FlowClaimSensor(BaseSensorOperator):
         from mirrorflow.config.model import load_config
         from mirrorflow.lease import FlowLease
 
+        if (context.get("params") or {}).get("dry_run"):
+            self.log.info("dry run: the flow is not claimed (nothing is written)")
+            return True
         config = load_config(self.config_file)
         holder = FlowLease(config, config.flow(self.flow_name), self.run_id).claim_run()
         if holder is not None:

@@ -33,11 +33,38 @@ TIMEOUT_S = 30.0
 
 @dataclass
 class GroupSync:
-    """What group offset sync did for one group on the target."""
+    """What group offset sync did for one group on the target. ``past`` lists the remote
+    partitions, reset or recreated since, where the group sits past its checkpoint: the
+    sync moves groups only forward, so an operator decides (``note`` says how)."""
 
     group: str
     synced: dict[str, int] = field(default_factory=dict)
     skipped_reason: str | None = None
+    past: dict[str, dict[str, int]] = field(default_factory=dict)
+    note: str | None = None
+
+
+def current_checkpoints(config: MirrorConfig, flow: FlowConfig
+                        ) -> dict[tuple[str, str, int], Checkpoint]:
+    """The newest checkpoint of every group and remote partition that still holds: one
+    emitted before the partition's newest reset or recreation (a break in its chain) points
+    into offsets, or a remote topic, that no longer hold, and is left out. The run after
+    a reset emits a fresh one."""
+    from mirrorflow.checkpoint.remote import latest_checkpoints
+
+    policy = flow.policy()
+    return latest_checkpoints(config.cluster(flow.target), flow.source, policy,
+                              superseded_ms(config, flow))
+
+
+def superseded_ms(config: MirrorConfig, flow: FlowConfig) -> dict[tuple[str, int], int]:
+    """(remote topic, partition) -> when its newest reset or recreation was named."""
+    from mirrorflow.source.history import HistoryStore
+
+    policy = flow.policy()
+    chains = HistoryStore(config.cluster(flow.target), flow.source).read_all().chains
+    return {(policy.format_remote_topic(flow.source, topic), partition): chain.superseded_ms()
+            for (topic, partition), chain in chains.items() if chain.superseded_ms()}
 
 
 def checkpoints_topic(config: MirrorConfig, flow: FlowConfig) -> CompactedTopic:
@@ -74,13 +101,11 @@ def compute(config: MirrorConfig, flow: FlowConfig) -> list[Checkpoint]:
     group's partition, one whose downstream offset advanced, and one whose upstream offset
     moved back (the group was rewound on the source to reprocess: its checkpoint follows it
     back). A repeated or downstream-rewinding checkpoint is not emitted."""
-    from mirrorflow.checkpoint.remote import latest_checkpoints
-
     syncs = offset_syncs.history(config, flow)
     topic_filter = flow.topic_filter()
     policy = flow.policy()
     source = config.cluster(flow.source)
-    last = latest_checkpoints(config.cluster(flow.target), flow.source, policy)
+    last = current_checkpoints(config, flow)
     checkpoints = []
     for group in select_groups(config, flow):
         for (topic, partition), (offset, metadata) in sorted(
@@ -138,15 +163,13 @@ def sync_group_offsets(config: MirrorConfig, flow: FlowConfig) -> list[GroupSync
     checkpoint store decides, whatever this run emitted)."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-    from mirrorflow.checkpoint.remote import latest_checkpoints
-
     target = config.cluster(flow.target)
     admin = clients.admin_client(target)
     include = compile_pattern_list(flow.get("groups"))
     exclude = compile_pattern_list(flow.get("groups.exclude"))
+    reset = superseded_ms(config, flow)
     by_group: dict[str, list[Checkpoint]] = {}
-    for (group, _, _), checkpoint in sorted(latest_checkpoints(target, flow.source,
-                                                               flow.policy()).items()):
+    for (group, _, _), checkpoint in sorted(current_checkpoints(config, flow).items()):
         if include.fullmatch(group) and not exclude.fullmatch(group):
             by_group.setdefault(group, []).append(checkpoint)
     outcomes = []
@@ -162,6 +185,7 @@ def sync_group_offsets(config: MirrorConfig, flow: FlowConfig) -> list[GroupSync
         current = committed_offsets(target, group)
         forward = [c for c in items
                    if c.downstream_offset > current.get((c.topic, c.partition), (-1, ""))[0]]
+        _note_past(outcome, flow, items, current, reset)
         if not forward:
             continue
         request = ConsumerGroupTopicPartitions(group, [
@@ -172,3 +196,25 @@ def sync_group_offsets(config: MirrorConfig, flow: FlowConfig) -> list[GroupSync
                                            request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
         outcome.synced = {f"{c.topic}[{c.partition}]": c.downstream_offset for c in forward}
     return outcomes
+
+
+def _note_past(outcome: GroupSync, flow: FlowConfig, items: list[Checkpoint],
+               current: dict[tuple[str, int], tuple[int, str]],
+               reset: dict[tuple[str, int], int]) -> None:
+    """Name the reset or recreated partitions where the target group sits past its fresh
+    checkpoint: it would skip records there, and a forward-only sync leaves it."""
+    for c in items:
+        at = current.get((c.topic, c.partition), (-1, ""))[0]
+        if (c.topic, c.partition) in reset and at > c.downstream_offset:
+            outcome.past[f"{c.topic}[{c.partition}]"] = {"at": at,
+                                                        "checkpoint": c.downstream_offset}
+    if outcome.past:
+        where = ", ".join(f"{tp} at {v['at']} (checkpoint {v['checkpoint']})"
+                          for tp, v in outcome.past.items())
+        outcome.note = (
+            f"group {outcome.group!r} on cluster {flow.target!r} sits past its checkpoint "
+            f"since the reset or recreation of {where}: it would skip records there, and "
+            "offset sync only moves groups forward; while the group is idle, set it to its "
+            f"checkpoint (kafka-consumer-groups --group {outcome.group} --reset-offsets "
+            "--to-offset <checkpoint> --topic <topic>:<partition> --execute)")
+        log.warning("%s", outcome.note)

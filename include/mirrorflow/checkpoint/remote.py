@@ -6,6 +6,8 @@ away they are, and where a consumer group should resume on this cluster.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from mirrorflow.config.model import ClusterConfig, MirrorConfig
 from mirrorflow.config.policy import DefaultReplicationPolicy, ReplicationPolicy
 from mirrorflow.kafka import clients
@@ -68,24 +70,33 @@ def replication_hops(config: MirrorConfig, alias: str, upstream_alias: str,
 
 def latest_checkpoints(target: ClusterConfig, source_alias: str,
                        policy: ReplicationPolicy | None = None,
+                       superseded: Mapping[tuple[str, int], int] | None = None,
                        ) -> dict[tuple[str, str, int], Checkpoint]:
     """(group, remote topic, partition) -> the newest checkpoint in
-    ``<source>.checkpoints.internal`` on the target; malformed records are skipped."""
+    ``<source>.checkpoints.internal`` on the target; malformed records are skipped, and so
+    are those written before ``superseded[(remote topic, partition)]`` (ms)."""
     policy = policy or DefaultReplicationPolicy()
+    superseded = superseded or {}
     latest: dict[tuple[str, str, int], Checkpoint] = {}
     for record in read_log(target, policy.checkpoints_topic(source_alias)):
         try:
             checkpoint = Checkpoint.decode(record.key or b"", record.value or b"")
         except RecordFormatError:
             continue
+        if record.timestamp < superseded.get((checkpoint.topic, checkpoint.partition), 0):
+            continue
         latest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
     return latest
 
 
 def translate_offsets(target: ClusterConfig, source_alias: str, group: str,
-                      policy: ReplicationPolicy | None = None) -> dict[tuple[str, int], int]:
+                      policy: ReplicationPolicy | None = None,
+                      superseded: Mapping[tuple[str, int], int] | None = None,
+                      ) -> dict[tuple[str, int], int]:
     """Where ``group`` should resume on the target: (remote topic, partition) -> offset,
-    from the newest checkpoints in ``<source>.checkpoints.internal``."""
+    from the newest checkpoints in ``<source>.checkpoints.internal`` (those written
+    before ``superseded`` left out, see :func:`latest_checkpoints`)."""
     return {(topic, partition): checkpoint.downstream_offset
             for (name, topic, partition), checkpoint in
-            latest_checkpoints(target, source_alias, policy).items() if name == group}
+            latest_checkpoints(target, source_alias, policy, superseded).items()
+            if name == group}

@@ -107,6 +107,16 @@ def _as_positive_int(raw: str) -> int:
     return value
 
 
+def _as_replication_factor(raw: str) -> int:
+    """A replication factor as Kafka takes it: positive, or -1 for the broker's default
+    (``default.replication.factor``)."""
+    value = _as_int(raw)
+    if value == 0 or value < -1:
+        raise ValueError(f"expected a positive replication factor or -1 (the broker's "
+                         f"default), got {raw!r}")
+    return value
+
+
 def as_list(raw: str) -> tuple[str, ...]:
     """ConfigDef.Type.LIST: comma-separated, items trimmed, empty string is empty list."""
     if not raw.strip():
@@ -160,13 +170,13 @@ class PropertySpec:
     origin: str = "MM2"
 
 
+# DefaultConfigPropertyFilter.CONFIG_PROPERTIES_EXCLUDE_DEFAULT of MM2 4.3.1, as written
+# there (unescaped dots: regexes that match the names themselves).
 _CONFIG_PROPERTIES_EXCLUDE_DEFAULT = (
-    r"follower\.replication\.throttled\.replicas, "
-    r"leader\.replication\.throttled\.replicas, "
-    r"message\.timestamp\.difference\.max\.ms, "
-    r"message\.timestamp\.type, "
-    r"unclean\.leader\.election\.enable, "
-    r"min\.insync\.replicas"
+    "follower.replication.throttled.replicas, leader.replication.throttled.replicas, "
+    "message.timestamp.difference.max.ms, log.message.timestamp.before.max.ms, "
+    "log.message.timestamp.after.max.ms, message.timestamp.type, "
+    "unclean.leader.election.enable, min.insync.replicas"
 )
 
 DEFAULT_REPLICATION_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
@@ -176,7 +186,7 @@ _SPECS = [
     PropertySpec("topics", ".*", _as_regex_list, "Topics to replicate: names and regexes."),
     PropertySpec(
         "topics.exclude",
-        r".*[\-\.]internal, .*\.replica, __.*",
+        r"mm2.*\.internal, .*\.replica, __.*",
         _as_regex_list,
         "Topics never replicated; excludes win over includes.",
     ),
@@ -219,12 +229,13 @@ _SPECS = [
         "Least time between two ACL syncs.",
     ),
     PropertySpec(
-        "replication.factor", "2", _as_positive_int, "Replication factor of new remote topics."
+        "replication.factor", "2", _as_replication_factor,
+        "Replication factor of new remote topics (-1: the broker's default)."
     ),
     PropertySpec(
         "offset-syncs.topic.replication.factor",
         "3",
-        _as_positive_int,
+        _as_replication_factor,
         "Replication factor of the offset-syncs topic.",
     ),
     PropertySpec(
@@ -281,11 +292,19 @@ _SPECS = [
     PropertySpec(
         "checkpoints.topic.replication.factor",
         "3",
-        _as_positive_int,
+        _as_replication_factor,
         "Replication factor of <source>.checkpoints.internal.",
     ),
     # MirrorHeartbeatConfig
     PropertySpec("emit.heartbeats.enabled", "true", _as_bool, "Emit heartbeats each run."),
+    PropertySpec(
+        "heartbeats.replication.enabled",
+        "true",
+        _as_bool,
+        "Mirror heartbeat topics even when 'topics' does not select them (MM2's "
+        "MirrorSourceConfig); false leaves them to 'topics', and the run senses no heartbeat "
+        "the flow does not mirror.",
+    ),
     PropertySpec(
         "emit.heartbeats.interval.seconds",
         "1",
@@ -295,7 +314,7 @@ _SPECS = [
     PropertySpec(
         "heartbeats.topic.replication.factor",
         "3",
-        _as_positive_int,
+        _as_replication_factor,
         "Replication factor of the heartbeats topic.",
     ),
     # MirrorConnectorConfig
@@ -555,8 +574,8 @@ class FlowConfig:
 
     def topic_filter(self) -> TopicFilter:
         return TopicFilter.for_flow(
-            self.policy(), self.target, self.values["topics"], self.values["topics.exclude"]
-        )
+            self.policy(), self.target, self.values["topics"], self.values["topics.exclude"],
+            self.values["heartbeats.replication.enabled"])
 
     def as_properties(self) -> dict[str, str]:
         """The flow in MM2's own notation, every value rendered as a string."""

@@ -184,12 +184,14 @@ class TopicFilter:
     target_alias: str
     include: re.Pattern[str]
     exclude: re.Pattern[str]
+    heartbeats: bool = True  # heartbeats.replication.enabled
 
     @classmethod
     def for_flow(cls, policy: ReplicationPolicy, target_alias: str,
-                 topics: Sequence[str], topics_exclude: Sequence[str]) -> TopicFilter:
+                 topics: Sequence[str], topics_exclude: Sequence[str],
+                 heartbeats: bool = True) -> TopicFilter:
         return cls(policy, target_alias, compile_pattern_list(topics),
-                   compile_pattern_list(topics_exclude))
+                   compile_pattern_list(topics_exclude), heartbeats)
 
     def selected_by_config(self, topic: str) -> bool:
         return bool(self.include.fullmatch(topic)) and not self.exclude.fullmatch(topic)
@@ -208,7 +210,8 @@ class TopicFilter:
 
     def should_replicate(self, topic: str) -> bool:
         return (
-            (self.selected_by_config(topic) or self.policy.is_heartbeats_topic(topic))
+            (self.selected_by_config(topic)
+             or (self.heartbeats and self.policy.is_heartbeats_topic(topic)))
             and not self.policy.is_internal_topic(topic)
             and not self.is_cycle(topic)
         )

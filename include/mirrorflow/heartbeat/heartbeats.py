@@ -44,8 +44,10 @@ def reverse(config: MirrorConfig, flow: FlowConfig) -> FlowConfig:
 
 def senses(config: MirrorConfig, flow: FlowConfig) -> bool:
     """Whether a heartbeat travels through this flow: the reverse pair emits one into the
-    source's ``heartbeats``, which the flow mirrors."""
-    return reverse(config, flow).get("emit.heartbeats.enabled")
+    source's ``heartbeats``, which the flow mirrors (unless heartbeats.replication.enabled
+    is false and 'topics' does not select it)."""
+    return bool(reverse(config, flow).get("emit.heartbeats.enabled")) and \
+        flow.topic_filter().should_replicate(flow.policy().heartbeats_topic())
 
 
 def emits(config: MirrorConfig, flow: FlowConfig) -> bool:

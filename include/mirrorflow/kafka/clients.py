@@ -262,9 +262,43 @@ def check_reachable(cluster: ClusterConfig, timeout: float = 10.0) -> None:
             reason = ("no broker answers there" if error.code() in (
                 KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._TIMED_OUT)
                 else error.str())
+            mismatch = _protocol_mismatch(cluster, error)
             raise ClusterUnreachableError(
                 f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}) is not reachable: "
-                f"{redact(reason, client_config(cluster, 'admin'))}") from None
+                f"{redact(mismatch or reason, client_config(cluster, 'admin'))}") from None
+
+
+def _protocol_mismatch(cluster: ClusterConfig, error) -> str | None:
+    """Why a broker that answered took no request: its listener speaks another protocol
+    (PLAINTEXT to a TLS listener is dropped at its first request; TLS to a PLAINTEXT one
+    fails the handshake). None when nothing accepted a connection."""
+    from confluent_kafka import KafkaError
+
+    if error.code() == KafkaError._SSL:
+        text = error.str()
+    elif error.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
+                          KafkaError._TIMED_OUT) and _accepts_connections(cluster):
+        text = "the broker closed it at the first request"
+    else:
+        return None
+    protocol = client_config(cluster, "admin").get("security.protocol", "PLAINTEXT")
+    return (f"a broker answered but the connection failed before any request ({text}): "
+            f"its listener speaks another protocol than '{cluster.alias}.security.protocol' "
+            f"({protocol}) says; check it and the cluster's ssl.* settings")
+
+
+def _accepts_connections(cluster: ClusterConfig, timeout: float = 2.0) -> bool:
+    """Whether something listens at one of the cluster's bootstrap addresses."""
+    import socket
+
+    for address in cluster.bootstrap_servers.split(","):
+        host, _, port = address.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,

@@ -32,6 +32,17 @@ def _offset_store(record: LogRecord) -> str:
     return f"MirrorSourceConnector cluster={alias} {topic}[{partition}] offset={offset}"
 
 
+def _plan_store(record: LogRecord) -> str:
+    """A plan, validation or result (JSON), or the ``pending`` key's plan id (text)."""
+    key = (record.key or b"").decode(errors="replace")
+    if record.value is None:
+        return f"{key}: deleted"
+    try:
+        return f"{key}: " + json.dumps(json.loads(record.value))[:300]
+    except ValueError:
+        return f"{key}: {record.value.decode(errors='replace')[:300]}"
+
+
 def _formatter(policy: ReplicationPolicy, topic: str) -> Callable[[LogRecord], str]:
     if topic.startswith("mm2-offset-syncs"):
         return lambda r: str(OffsetSync.decode(r.key or b"", r.value or b""))
@@ -42,8 +53,7 @@ def _formatter(policy: ReplicationPolicy, topic: str) -> Callable[[LogRecord], s
     if topic.startswith("mm2-offsets."):
         return _offset_store
     if topic.startswith("mirrorflow-plans."):
-        return lambda r: f"{(r.key or b'').decode()}: " + (
-            "deleted" if r.value is None else json.dumps(json.loads(r.value))[:300])
+        return _plan_store
     return lambda r: f"key={r.key!r} value={(r.value or b'')[:80]!r}"
 
 

@@ -376,9 +376,13 @@ def scope(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
     for rp, start in starts.items():
         verdict = out.verdicts[rp]
         verdict.region_start, verdict.region_end = start, max(ends[rp], start)
+        # The flow's own records above the proven end: a plan a reset dropped after it
+        # wrote (ledger.keep_written) left them there.
+        earlier = [s for s in (owned[rp].owned if rp in owned else []) if s[1] >= start]
         out.regions.append(RegionCheck(rp[0], rp[1], start, verdict.region_end,
                                        tuple(own.get(rp, [])),
-                                       tuple(ignore.get(rp, []) + others.get(rp, []))))
+                                       tuple(ignore.get(rp, []) + others.get(rp, [])
+                                             + earlier)))
     return out
 
 
@@ -433,16 +437,18 @@ def _fill(verdict: PartitionVerdict, found: Compared) -> None:
 
 def checkpoint_verdicts(config: MirrorConfig, flow: FlowConfig) -> list[CheckpointVerdict]:
     """The newest checkpoint of every group and partition against how far the flow has
-    mirrored that partition (its committed position)."""
+    mirrored that partition (its committed position). Checkpoints superseded by a reset or
+    a recreated topic are not judged: they describe offsets that no longer hold, and the
+    run emits fresh ones after its commit."""
     if not flow.get("emit.checkpoints.enabled"):
         return []
-    from mirrorflow.checkpoint.remote import latest_checkpoints
+    from mirrorflow.checkpoint.checkpoints import current_checkpoints
     from mirrorflow.source import offset_syncs
 
     policy = flow.policy()
     target = config.cluster(flow.target)
     positions = OffsetStore(target, flow.source, flow.get("replication.factor")).positions()
-    checkpoints = latest_checkpoints(target, flow.source, policy)
+    checkpoints = current_checkpoints(config, flow)
     syncs = offset_syncs.history(config, flow) if checkpoints else {}
     out = []
     for (group, remote_topic, partition), checkpoint in sorted(checkpoints.items()):

@@ -42,6 +42,8 @@ TopicPart = tuple[str, int]
 KEEP_SPANS = 1000
 KEEP_SYNCS = 2000
 KEEP_BREAKS = 50
+# Breaks after which a partition's older checkpoints no longer hold.
+SUPERSEDING_CAUSES = ("reset", "recreated")
 _LEDGER_TOPICS = re.compile(r"mirrorflow-(?:history|spans)\.(.+)\.internal")
 
 
@@ -74,6 +76,13 @@ class Chain:
     topic_id: str
     next: int
     breaks: list[dict] = field(default_factory=list)
+
+    def superseded_ms(self) -> int:
+        """When the newest reset or recreation of the partition was named (0: never):
+        checkpoints emitted before it describe offsets or a remote topic that no longer
+        hold."""
+        return max((int(b.get("at_ms", 0)) for b in self.breaks
+                    if b.get("cause") in SUPERSEDING_CAUSES), default=0)
 
     def to_json(self) -> bytes:
         return json.dumps({"topic_id": self.topic_id, "next": self.next,

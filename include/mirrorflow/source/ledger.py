@@ -185,6 +185,30 @@ def drop_spans(target: ClusterConfig, source_alias: str, plan_id: str) -> None:
     topic.write([(k, None) for k in dict.fromkeys(keys)])
 
 
+def keep_written(target: ClusterConfig, source_alias: str, plan_id: str,
+                 replication_factor: int = 1) -> int:
+    """A plan dropped before its commit (by a reset) may have written records already, and
+    they stay on the target: record their remote offsets as the flow's own in its history,
+    so that no later proof calls them foreign, and drop the plan's spans. Returns how many
+    records they are."""
+    from mirrorflow.source.history import HistoryStore, RemotePartition, merge_spans
+
+    spans = [s for found in read_spans(target, source_alias, plan_id).values() for s in found]
+    if not spans:
+        return 0
+    store = HistoryStore(target, source_alias, replication_factor)
+    remote = store.read_all().remote
+    changed: dict[TopicPart, RemotePartition] = {}
+    for span in spans:
+        rp = (span.remote_topic, span.partition)
+        item = changed.get(rp) or remote.get(rp) or RemotePartition(*rp)
+        item.owned = merge_spans([*item.owned, (span.downstream_first, span.downstream_last)])
+        changed[rp] = item
+    store.write(changed.values(), {})
+    drop_spans(target, source_alias, plan_id)
+    return sum(span.records for span in spans)
+
+
 def merged_syncs(spans: Iterable[Span]) -> list[tuple[int, int]]:
     """The spans' pairs in upstream order, keeping only those where the distance changes,
     and the last record's pair (so the last sync maps the range's last record)."""

@@ -21,7 +21,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 
 from mirrorflow.config.model import ClusterConfig, FlowConfig, MirrorConfig
@@ -95,6 +95,7 @@ class Break:
     end: int
     topic_id: str
     detail: str
+    at_ms: int = 0  # when it was named: a reset or recreation supersedes older checkpoints
 
 
 @dataclass(frozen=True)
@@ -377,10 +378,12 @@ def _max_message_bytes(target: ClusterConfig, topics: list[str]) -> dict[str, in
 
 def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
                only_topics: Iterable[str] | None = None,
-               max_records: int | None = None, dry_run: bool = False) -> Plan:
+               max_records: int | None = None, dry_run: bool = False,
+               starts: Mapping[TopicPart, int] | None = None) -> Plan:
     """Plan every source partition from its committed position to its end (for the
     source's isolation level); ``only_topics`` narrows the flow's topics (its heartbeat
-    topics always stay in). A dry run writes nothing: no remote topic is created."""
+    topics always stay in). A dry run writes nothing: no remote topic is created.
+    ``starts`` (a dry run of a reset) plans those partitions from the offsets given."""
     topics = discover_topics(config, flow)
     if only_topics is not None:
         # Heartbeat topics stay in, as MM2 always replicates them: the run's sensor waits
@@ -404,6 +407,9 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
                                      flow.get("replication.factor")).read()
     chains = HistoryStore(target, flow.source).read_all().chains
     ids = clients.topic_ids(source, list(topics))
+    for (topic, partition), start in (starts or {}).items():
+        committed[(topic, partition)] = start - 1
+        chains[(topic, partition)] = Chain(ids.get(topic, ""), start)
     ranges: list[Range] = []
     gaps: list[Gap] = []
     breaks: list[Break] = []
@@ -454,7 +460,8 @@ def _chain_start(topic: str, partition: int, topic_id: str, marks, position: int
     """Where the plan starts a partition, and the break that explains it where that is
     not where the flow's chain of it ends (see the module's note)."""
     def named(cause: str, start: int, end: int, detail: str) -> list[Break]:
-        return [Break(topic, partition, cause, start, end, topic_id, detail)]
+        return [Break(topic, partition, cause, start, end, topic_id, detail,
+                      int(time.time() * 1000))]
 
     if chain is not None and topic_id and chain.topic_id and chain.topic_id != topic_id:
         return marks.low, named("recreated", marks.low, marks.low,
@@ -510,7 +517,7 @@ def _without_gone_topics(config: MirrorConfig, flow: FlowConfig, store: PlanStor
                     f"the topic was deleted and created again while plan {plan.plan_id} was "
                     f"pending (topic id {plan.topic_ids[r.topic]} -> {ids[r.topic]}); its "
                     f"planned range {r.start}..{r.end - 1} of the old incarnation is dropped, "
-                    "the new one is mirrored from its log start")
+                    "the new one is mirrored from its log start", int(time.time() * 1000))
               for r in plan.ranges if r.topic in recreated]
     for found in breaks:
         log.warning("%s[%d]: %s", found.topic, found.partition, found.detail)
