@@ -38,6 +38,15 @@ os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT",
                       '{"conn_type": "spark", "host": "local[*]"}')
 
 
+# The longest tests (minutes each) start first: started last, one would keep a worker busy
+# while the other has nothing left (xdist's worksteal hands the rest around them).
+LONG_FIRST = ("test_scheduler.py", "test_recovery.py", "test_stale_runs.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in LONG_FIRST)
+
+
 def pytest_report_header() -> str:
     from mirrorflow.jvm import kafka_version
 

@@ -4,6 +4,7 @@ job with every record on the target exactly once."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -21,6 +22,7 @@ from mirrorflow.config.model import load_config
 from mirrorflow.dev.localcluster import start
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.lease import FlowLease, LeaseHeldError
+from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle
 from mirrorflow.source.ledger import LedgerError, read_resume
 from mirrorflow.source.offsets import OffsetStore
@@ -92,8 +94,13 @@ def test_target_broker_killed_during_the_write_then_restarted(spark, brokers,
         except LedgerError:
             assert time.monotonic() < deadline, "the restarted target never served offsets"
     result = run_cycle(path, "a->b", run_id="run-2", spark=spark)  # the retry resumes the plan
-    assert result.resumed and result.records == total
-    assert sum(p.skipped for p in result.partitions) > 0  # written before the crash, kept
+    # Written before the crash, kept, and told apart from what the retry wrote.
+    assert result.resumed and result.already_there > 0
+    assert result.records + result.already_there == total
+    assert result.already_there == sum(p.skipped for p in result.partitions)
+    # Counted once, by the run that committed the plan.
+    counters = json.loads((reports.flow_dir("a->b") / "metrics.json").read_text())["counters"]
+    assert sum(v for k, v in counters.items() if k.startswith("record_count{")) == total
     for p in range(2):
         assert read_partition(b, "a.clicks", p) == read_partition(a, "clicks", p)
     assert positions(path) == {("clicks", 0): total // 2 - 1, ("clicks", 1): total // 2 - 1}

@@ -40,9 +40,12 @@ def test_counters_add_up_and_gauges_are_the_last_runs(tmp_path, monkeypatch) -> 
     metrics.update("a->b", summary(100, 7))
     path = metrics.update("a->b", summary(30, 3, failures=2))
     got = families(path.read_text())
+    # Records count once, when their plan commits: the failed run's 30 wait for the run
+    # that commits them. Bytes count as written.
     [count] = got["mirrorflow_record_count"].samples
-    assert count.value == 130 and count.labels == {
+    assert count.value == 100 and count.labels == {
         "flow": "a->b", "source": "a", "target": "b", "topic": "orders", "partition": "0"}
+    assert got["mirrorflow_byte_count"].samples[0].value == 1300
     assert got["mirrorflow_replication_lag_records"].samples[0].value == 3
     assert got["mirrorflow_byte_rate"].samples[0].value == 150
     assert got["mirrorflow_checkpoint_latency_ms"].samples[0].labels["group"] == "billing"
@@ -132,6 +135,11 @@ def test_airflow_loads_the_plugin(repo: Path) -> None:
     assert "Replication" in json.dumps(plugin["external_views"])
 
 
+ENCODED = ("/mirrorflow/reports/c__d/%2E%2E/a__b/index.html",
+           "/mirrorflow/reports/c__d%2F%2E%2E%2Fa__b/index.html",
+           "/mirrorflow/reports/a%5F%5Fb/index.html")
+
+
 REQUESTS = r'''
 import json
 from fastapi.testclient import TestClient
@@ -147,11 +155,13 @@ for who in ("anonymous", "alice", "bob", "scraper", "forger"):
     headers = {"Authorization": "Bearer " + {"scraper": "scrape-secret", "forger": "guess"}
                .get(who, tokens.get(who, ""))} if who != "anonymous" else {}
     for route in ("/mirrorflow/status", "/mirrorflow/metrics",
-                  "/mirrorflow/reports/a__b/index.html", "/mirrorflow/reports/c__d/index.html"):
+                  "/mirrorflow/reports/a__b/index.html", "/mirrorflow/reports/c__d/index.html",
+                  *ENCODED_ROUTES):
         got = client.get(route, headers=headers)
         out[f"{who} {route}"] = [got.status_code, got.text]
 print("RESULT " + json.dumps(out))
 '''
+REQUESTS = REQUESTS.replace("ENCODED_ROUTES", repr(ENCODED))
 
 
 @pytest.mark.airflow
@@ -195,3 +205,7 @@ def test_plugin_routes_need_airflow_auth_and_the_flows_dag_permission(
         assert flows == {"a->b", "c->d"}, who
     for route in ("status", "reports/a__b/index.html"):  # the token reads metrics only
         assert got[f"scraper /mirrorflow/{route}"][0] == 403, route
+    # Percent-encoded dots and slashes never leave the folder authorized, and an encoded
+    # flow name is the flow's name: bob reads none of a__b through them.
+    assert [got[f"bob {route}"][0] for route in ENCODED] == [404, 404, 403]
+    assert [got[f"alice {route}"][0] for route in ENCODED] == [404, 404, 200]

@@ -25,6 +25,7 @@ from helpers.kafka import (
 from mirrorflow.cli import main
 from mirrorflow.config.model import load_config
 from mirrorflow.quality import reports
+from mirrorflow.run import run_cycle
 from mirrorflow.source.offsets import OffsetStore
 
 pytestmark = [pytest.mark.airflow, pytest.mark.broker, pytest.mark.spark]
@@ -60,7 +61,7 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 @pytest.mark.timeout(420)  # well under the heartbeat sensor's 600 s
 def test_the_documented_repair_after_a_failed_proof_ends_green(airflow_db, two_clusters,
                                                                tmp_path, monkeypatch,
-                                                               capsys) -> None:
+                                                               capsys, spark) -> None:
     """docs/operations.md: a foreign record fails the proof; delete the remote topic and
     trigger reset = earliest with confirm_reset. The run is green, every source record is
     on the target once, the old checkpoints no longer count, fresh ones point into the new
@@ -71,16 +72,33 @@ def test_the_documented_repair_after_a_failed_proof_ends_green(airflow_db, two_c
     commit(a, "app", "orders", {0: 40, 1: 40, 2: 40})
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
                        "sync.group.offsets.enabled = true\n"
-                       "mirrorflow.retry.delay.seconds = 0\n")
+                       "mirrorflow.retry.delay.seconds = 0\n"
+                       "mirrorflow.alert.max.lag.records = 50\n")
     monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
-    first = flow_dag(path, monkeypatch).test(logical_date=BASE)
-    assert str(first.state) == "success", states(first)
+    assert run_cycle(path, "a->b", spark=spark).validation["success"]  # set-up: in-process
     producer = Producer({"bootstrap.servers": b})
     producer.produce("a.orders", value=b"foreign", partition=1)
     producer.flush(10)
     produce(a, "orders", varied_records(300, 300), 3)
     failed = flow_dag(path, monkeypatch).test(logical_date=BASE + timedelta(minutes=1))
-    assert states(failed)["validate"] == "failed"
+    got = states(failed)
+    assert str(failed.state) == "failed"
+    assert (got["validate"], got["report"], got["check_lag"]) == ("failed", "success", "failed")
+    # While runs fail, the lag and the heartbeat's age are still measured and shown, the
+    # alert fires, and the failed run's records are not counted as mirrored.
+    summary = reports.read("a->b", failed.run_id)
+    assert summary["failed"] is True and summary["lag"] == {
+        "heartbeats[0]": 1, "orders[0]": 100, "orders[1]": 100, "orders[2]": 100}
+    assert summary["heartbeat"]["age_ms"] >= 0
+    exposed = (tmp_path / "reports" / "a__b" / "metrics.prom").read_text()
+    assert 'replication_lag_records{flow="a->b",source="a",target="b",topic="orders",' \
+           'partition="1"} 100' in exposed
+    assert "mirrorflow_heartbeat_age_ms{" in exposed
+    assert 'mirrorflow_record_count_total{flow="a->b",source="a",target="b",topic="orders",' \
+           'partition="1"} 100' in exposed  # the first run's, not the failed run's
+    assert "the run failed before its commit" in reports.render(summary)
+    alert = next(ti for ti in failed.get_task_instances() if ti.task_id == "check_lag")
+    assert alert.state == "failed"
 
     delete_topic(b, "a.orders")
     repaired = flow_dag(path, monkeypatch).test(logical_date=BASE + timedelta(minutes=2),
@@ -107,9 +125,8 @@ def test_the_documented_repair_after_a_failed_proof_ends_green(airflow_db, two_c
     # forward-only sync leaves it, and the report names it with what to do.
     commit(b, "app", "a.orders", {0: 90})
     produce(a, "orders", varied_records(3, 600), 3)
-    after = flow_dag(path, monkeypatch).test(logical_date=BASE + timedelta(minutes=3))
-    assert str(after.state) == "success", states(after)
-    (app,) = reports.read("a->b", after.run_id)["group_sync"]
+    after = run_cycle(path, "a->b", spark=spark)
+    (app,) = after.group_sync
     assert app["past"] == {"a.orders[0]": {"at": 90, "checkpoint": 40}}
     assert app["note"].startswith("group 'app' on cluster 'b' sits past its checkpoint since "
                                   "the reset or recreation of a.orders[0] at 90 (checkpoint "
@@ -119,7 +136,7 @@ def test_the_documented_repair_after_a_failed_proof_ends_green(airflow_db, two_c
 @pytest.mark.timeout(420)  # well under the heartbeat sensor's 600 s
 def test_dry_runs_write_nothing_and_every_reset_mode_ends_green(airflow_db, two_clusters,
                                                                tmp_path, monkeypatch,
-                                                               capsys) -> None:
+                                                               capsys, spark) -> None:
     """A dry run with each reset mode leaves every topic of both clusters as it was (no
     heartbeat, lease, remote topic, position or plan) and moves no position; a reset to
     latest and to a timestamp each end green, this run's heartbeat mirrored."""
@@ -129,7 +146,7 @@ def test_dry_runs_write_nothing_and_every_reset_mode_ends_green(airflow_db, two_
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
                        "mirrorflow.retry.delay.seconds = 0\n")
     monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
-    assert str(flow_dag(path, monkeypatch).test(logical_date=BASE).state) == "success"
+    assert run_cycle(path, "a->b", spark=spark).validation["success"]  # set-up: in-process
     store = OffsetStore(load_config(path).cluster("b"), "a")
     positions = store.positions()
     assert positions[("orders", 0)] == positions[("orders", 1)] == 49

@@ -76,7 +76,7 @@ def test_summary_table_and_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                    "failures": ["orders[0]: boom"]}})
     table = reports.render(reports.read("a->b", "run-1"))
     assert "completeness: passed" in table
-    assert [c for c in table.splitlines()[3].split()] == ["orders[0]", "10", "10", "10",
+    assert [c for c in table.splitlines()[3].split()] == ["orders[0]", "10", "10", "0", "10",
                                                           "yes", "5"]
     assert "! orders[0]: boom" in reports.render(reports.read("a->b"))  # newest
     page = (tmp_path / "a__b" / "index.html").read_text()

@@ -59,11 +59,13 @@ class Services:
         """An Airflow CLI command; SQLite's "database is locked" (the services write the
         same file) and a finished backfill not yet closed by the scheduler are waited out,
         as a person would run the command again."""
-        for _ in range(30):
+        deadline = time.monotonic() + 300  # a busy scheduler closes a backfill late
+        while True:
             done = subprocess.run([AIRFLOW, *args], env=self.env, capture_output=True,
                                   text=True, timeout=180, check=False)
-            if "database is locked" not in done.stderr and \
-                    "AlreadyRunningBackfill" not in done.stderr:
+            if time.monotonic() > deadline or (
+                    "database is locked" not in done.stderr
+                    and "AlreadyRunningBackfill" not in done.stderr):
                 break
             time.sleep(2)
         assert done.returncode == 0, f"airflow {' '.join(args)}: {done.stderr[-2000:]}"

@@ -279,8 +279,13 @@ def test_no_password_in_a_connect_servers_ui_rest_api_log_or_event_log(secure,
             f"ssl.truststore.location = {ca}", f"mirrorflow.spark.master = {server.url}"])
             + "\n")
 
-        result = run_cycle(path, "a->b")
-        assert result.records == 40 and result.validation["success"]
+        # As a user runs it: `mirrorflow run` (a process of its own, a Connect client).
+        run = subprocess.run([sys.executable, "-m", "mirrorflow.cli", "run", str(path),
+                              "--flow", "a->b", "--json"], capture_output=True, text=True,
+                             check=False, timeout=300, env={**os.environ})
+        assert run.returncode == 0, run.stderr[-2000:]
+        result = json.loads(run.stdout)
+        assert result["records"] == 40 and result["validation"]["success"]
 
         ui = f"http://127.0.0.1:{ui_port}"
 
@@ -345,3 +350,84 @@ def test_a_protocol_mismatch_says_a_broker_answered_and_names_the_setting(
         assert message.endswith(f"its listener speaks another protocol than "
                                 f"'{alias}.security.protocol' ({protocol}) says; check it and "
                                 "the cluster's ssl.* settings")
+
+
+@pytest.mark.spark
+def test_without_transactional_id_grants_a_run_says_it_was_at_least_once(
+        secure, spark, tmp_path: Path, capsys) -> None:
+    """The documented ACLs minus the TransactionalId ones (for alice): `config check
+    --connect` says so before any run; with exactly.once.support = requested the run
+    writes every record once and its report, metrics and status page say at-least-once;
+    with required, it refuses by name and writes nothing."""
+    import json
+
+    from mirrorflow.airflow import status
+    from mirrorflow.cli import main
+    from mirrorflow.lease import TransactionsRefusedError
+    from mirrorflow.quality import metrics, reports
+
+    brokers, ca = secure
+    a, b = brokers["a"].bootstrap, brokers["b"].bootstrap
+    admin_a = AdminClient({"bootstrap.servers": a, **client(ca, "admin")})
+    admin_b = AdminClient({"bootstrap.servers": b, **client(ca, "admin")})
+    admin_a.create_topics([NewTopic("refunds", 1, 1)])["refunds"].result(30)
+    producer = Producer({"bootstrap.servers": a, **client(ca, "admin")})
+    for i in range(30):
+        producer.produce("refunds", key=f"k{i}".encode(), value=f"v{i}".encode())
+    assert producer.flush(30) == 0
+
+    def as_alice(bindings: list[AclBinding]) -> list[AclBinding]:
+        return [AclBinding(x.restype, x.name, x.resource_pattern_type, "User:alice", x.host,
+                           x.operation, x.permission_type) for x in bindings]
+
+    for future in admin_a.create_acls(as_alice(mirror_acls_on_source(["refunds"], "b"))
+                                      ).values():
+        future.result(30)
+    for future in admin_b.create_acls(as_alice([x for x in mirror_acls_on_target("a")
+                                                if x.restype != TXN])).values():
+        future.result(30)
+    jaas = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+            f'username="alice" password="{USERS["alice"]}";')
+    lines = ["clusters = a, b", f"a.bootstrap.servers = {a}", f"b.bootstrap.servers = {b}",
+             "a->b.enabled = true", "a->b.topics = refunds", "replication.factor = 1",
+             "offset-syncs.topic.replication.factor = 1",
+             "checkpoints.topic.replication.factor = 1", "emit.heartbeats.enabled = false",
+             "sync.topic.acls.enabled = false", "security.protocol = SASL_SSL",
+             f"sasl.mechanism = {SCRAM}", f"sasl.jaas.config = {jaas}",
+             "ssl.truststore.type = PEM", f"ssl.truststore.location = {ca}"]
+    path = tmp_path / "mm2.properties"
+    path.write_text("\n".join(lines) + "\n")
+
+    assert main(["config", "check", "--connect", str(path)]) == 0
+    said = capsys.readouterr().out.splitlines()[-1]
+    assert said.startswith("a->b: cluster 'b' refuses the flow's transactions (")
+    assert said.endswith("runs write at-least-once (exactly.once.support = requested); grant "
+                         "WRITE and DESCRIBE on the TransactionalId prefix 'mirrorflow|' "
+                         "(docs/security.md)")
+
+    result = run_cycle(path, "a->b", spark=spark)
+
+    assert result.records == 30 and result.validation["success"]
+    assert result.delivery["exactly_once"] is False
+    assert [p.exactly_once for p in result.partitions] == [False]
+    assert any(r.startswith("cluster 'b' refuses transactions: ")
+               for r in result.delivery["reasons"]), result.delivery
+    summary = reports.read("a->b", result.run_id)
+    assert reports.render(summary).splitlines()[2].startswith(
+        "delivery: AT-LEAST-ONCE, not exactly-once: ")
+    assert ('mirrorflow_exactly_once{flow="a->b",source="a",target="b",topic="refunds",'
+            'partition="0"} 0') in metrics.exposition(["a->b"])
+    assert ">at-least-once</span>" in status.page(shown=["a->b"])
+    reader = Consumer({"bootstrap.servers": b, "group.id": "check-refunds",
+                       **client(ca, "admin"), "enable.auto.commit": False})
+    assert reader.get_watermark_offsets(TopicPartition("a.refunds", 0), 10)[1] == 30
+    reader.close()
+    assert json.loads(result.to_json())["delivery"]["exactly_once"] is False  # the run's JSON
+
+    path.write_text("\n".join([*lines, "exactly.once.support = required"]) + "\n")
+    assert main(["config", "check", "--connect", str(path)]) == 1
+    assert "runs fail (exactly.once.support = required)" in capsys.readouterr().out
+    with pytest.raises(TransactionsRefusedError, match=r"^flow a->b: exactly\.once\.support = "
+                       r"required, but cluster 'b' refuses the flow's transactions "
+                       r"\(mirrorflow\|a->b\|state: "):
+        run_cycle(path, "a->b", spark=spark)

@@ -51,7 +51,32 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     for warning in config.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     _print_flows(config, args.json)
-    return EXIT_OK
+    return _check_connect(config) if args.connect else EXIT_OK
+
+
+def _check_connect(config: MirrorConfig) -> int:
+    """Each enabled flow's clusters answer, and whether its target runs the flow's
+    transactions for this principal (exactly-once) or not (at-least-once, or no run at
+    all under exactly.once.support = required)."""
+    from mirrorflow.kafka.clients import transactions_refused
+
+    status = EXIT_OK
+    for flow in config.enabled_flows():
+        _reachable(config, flow.source, flow.target)
+        refused = transactions_refused(config.cluster(flow.target),
+                                       f"mirrorflow|{flow.name}|probe")
+        if refused is None:
+            print(f"{flow.name}: cluster {flow.target!r} runs the flow's transactions: "
+                  "exactly-once")
+            continue
+        required = flow.get("exactly.once.support") == "required"
+        outcome = ("runs fail (exactly.once.support = required)" if required else
+                   "runs write at-least-once (exactly.once.support = requested)")
+        print(f"{flow.name}: cluster {flow.target!r} refuses the flow's transactions "
+              f"({refused}): {outcome}; grant WRITE and DESCRIBE on the TransactionalId "
+              "prefix 'mirrorflow|' (docs/security.md)")
+        status = EXIT_ERROR if required else status
+    return status
 
 
 def cmd_config_reference(args: argparse.Namespace) -> int:
@@ -130,11 +155,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(result.to_json())
         return EXIT_OK
     state = "resumed pending plan" if result.resumed else "planned"
+    there = (f" ({result.already_there} more were already there, written by an earlier "
+             "attempt)" if result.already_there else "")
     print(f"{result.flow}: {state} {result.plan_id}; mirrored {result.records} records, "
-          f"{result.bytes} bytes in {result.duration_s:.1f}s")
+          f"{result.bytes} bytes in {result.duration_s:.1f}s{there}")
     for p in result.partitions:
         print(f"  {p.topic}[{p.partition}] -> {p.remote_topic}[{p.partition}]: "
-              f"offsets {p.planned_start}..{p.planned_end - 1}, {p.records} written, "
+              f"offsets {p.planned_start}..{p.planned_end - 1}, {p.records - p.skipped} written, "
               f"{p.skipped} already there, downstream {p.first_downstream}..{p.last_downstream}")
     for gap in result.gaps:
         print(f"  data loss recorded: {gap['topic']}[{gap['partition']}] offsets "
@@ -209,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = config_sub.add_parser("check", help="print every enabled flow, resolved")
     check.add_argument("config", help="path to an MM2 properties file")
     check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.add_argument("--connect", action="store_true",
+                       help="also reach each enabled flow's clusters and tell whether the "
+                            "target runs the flow's transactions (exactly-once)")
     check.set_defaults(func=cmd_config_check)
     ref = config_sub.add_parser("reference", help="every flow property with its default")
     ref.set_defaults(func=cmd_config_reference)

@@ -89,6 +89,10 @@ class LeaseLostError(MirrorflowError):
     committed."""
 
 
+class TransactionsRefusedError(MirrorflowError):
+    """exactly.once.support = required, and the target refuses the flow's transactions."""
+
+
 @dataclass(frozen=True)
 class LeaseRecord:
     """One claim, renewal or release of a flow's lease by one holder of an owner."""
@@ -150,11 +154,16 @@ class StateFence:
     the module's note). ``verify`` raises :class:`LeaseLostError` unless the holder still
     holds the flow; it is called after every (re)initialisation."""
 
-    def __init__(self, flow_name: str, target: ClusterConfig, verify) -> None:
+    def __init__(self, flow_name: str, target: ClusterConfig, verify,
+                 exactly_once: str = "requested") -> None:
         self.flow = flow_name
         self.target = target
         self.verify = verify
+        self.exactly_once = exactly_once
         self._producer = None
+        # Why state writes go unfenced: the target refuses the flow's transactions and
+        # exactly.once.support is 'requested' (each write is still lease-checked).
+        self.refused: str | None = None
 
     def open(self) -> None:
         """Fence every earlier holder, then verify."""
@@ -172,8 +181,22 @@ class StateFence:
         try:
             producer.init_transactions(FENCE_TIMEOUT_S)
         except KafkaException as exc:
-            raise LeaseLostError(f"flow {self.flow}: cannot fence earlier holders on cluster "
-                                 f"{self.target.alias!r}: {exc.args[0].str()}") from None
+            if not clients.refuses_transactions(exc.args[0]):
+                raise LeaseLostError(f"flow {self.flow}: cannot fence earlier holders on "
+                                     f"cluster {self.target.alias!r}: {exc.args[0].str()}"
+                                     ) from None
+            reason = (f"cluster {self.target.alias!r} refuses the flow's transactions "
+                      f"({state_transactional_id(self.flow)}: {exc.args[0].str()})")
+            if self.exactly_once == "required":
+                raise TransactionsRefusedError(
+                    f"flow {self.flow}: exactly.once.support = required, but {reason}; grant "
+                    "WRITE and DESCRIBE on the TransactionalId prefix 'mirrorflow|' "
+                    "(docs/security.md)") from None
+            log.warning("flow %s: %s; state writes are lease-checked, not fenced, and "
+                        "records are written at-least-once (exactly.once.support = "
+                        "requested)", self.flow, reason)
+            self.refused = reason
+            return None
         return producer
 
     def write(self, topic: CompactedTopic, records: Records, timeout: float,
@@ -183,10 +206,13 @@ class StateFence:
         Writes to another cluster (offset syncs on the source) are not fenced."""
         from confluent_kafka import KafkaException
 
-        if topic.cluster.alias != self.target.alias:
+        if topic.cluster.alias != self.target.alias or self._producer is None:
             topic.write_unfenced(records, timeout, headers)
             return
         for _ in range(FENCE_ATTEMPTS):
+            if self._producer is None:  # initialised again, and refused: unfenced
+                topic.write_unfenced(records, timeout, headers)
+                return
             try:
                 self._producer.begin_transaction()
                 for key, value in records:
@@ -228,6 +254,7 @@ class FlowLease:
         self._renewer: threading.Thread | None = None
         self._renewed = 0.0  # monotonic time of the last acknowledged claim or renewal
         self.run_ttl_ms = flow.get("mirrorflow.lease.run.timeout.seconds") * 1000
+        self.exactly_once = flow.get("exactly.once.support")
         self._token: contextvars.Token | None = None
         self._fence_token: contextvars.Token | None = None
         self._fence: StateFence | None = None
@@ -340,7 +367,7 @@ class FlowLease:
                 and outer._fence is not None:
             self._fence = outer._fence  # a holder of this process's own run: one fence
         else:
-            self._fence = StateFence(self.flow, self.cluster, self.verify)
+            self._fence = StateFence(self.flow, self.cluster, self.verify, self.exactly_once)
             try:
                 self._fence.open()
             except BaseException:
@@ -392,6 +419,13 @@ class FlowLease:
             if self._run_held:  # the run hold lapses counting from this task's end
                 self._append("renew", RUN_HOLDER, self.run_ttl_ms)
             self._append("release")
+
+
+def unfenced_reason() -> str | None:
+    """Why the lease held in this context writes state unfenced (the target refuses the
+    flow's transactions), or None."""
+    lease = _HELD.get()
+    return lease._fence.refused if lease is not None and lease._fence is not None else None
 
 
 def check_held() -> None:

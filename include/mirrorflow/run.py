@@ -25,7 +25,7 @@ from mirrorflow.checkpoint.remote import topic_names
 from mirrorflow.config.model import FlowConfig, MirrorConfig, load_config
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.heartbeat import heartbeats
-from mirrorflow.lease import FlowLease
+from mirrorflow.lease import FlowLease, unfenced_reason
 from mirrorflow.progress import Sink, WriteProgress, describe_plan
 from mirrorflow.quality import metrics, reports
 from mirrorflow.quality.validate import Validation
@@ -65,6 +65,7 @@ class PartitionReport:
     record_age_ms: dict | None = None
     replication_latency_ms: dict | None = None
     write_seconds: float = 0.0
+    exactly_once: bool = True  # written in transactions (else at-least-once)
 
 
 @dataclass
@@ -80,9 +81,13 @@ class RunResult:
     plan_run_id: str | None = None  # the run that made the plan
     note: str | None = None  # what a step that did nothing says instead
     source_isolation: str = "read_committed"  # read_uncommitted copies aborted transactions
+    # How the run delivered: exactly-once, or at-least-once and why (a target that refuses
+    # transactions under exactly.once.support = requested).
+    delivery: dict = field(default_factory=lambda: {"exactly_once": True, "reasons": []})
     gaps: list[dict] = field(default_factory=list)
-    records: int = 0
-    bytes: int = 0
+    records: int = 0  # written by this run
+    already_there: int = 0  # of the plan's records, written by an earlier attempt
+    bytes: int = 0  # written by this run
     offset_syncs: int = 0
     checkpoints: int = 0
     group_sync: list[dict] = field(default_factory=list)
@@ -152,22 +157,39 @@ def summarize(flow: FlowConfig, plan: Plan, result: dict | None,
             rng.topic, rng.partition, rng.remote_topic, rng.start, rng.end, r["records"],
             r.get("bytes_written", 0), r["records"] - r.get("records_written", 0),
             r.get("first_downstream"), r.get("last_downstream"), r.get("record_age_ms"),
-            r.get("replication_latency_ms"), r.get("write_seconds", 0.0)))
-        report.records += r["records"]
+            r.get("replication_latency_ms"), r.get("write_seconds", 0.0),
+            r.get("transactional", True)))
+        if not r.get("transactional", True):
+            note_at_least_once(report, r.get("at_least_once")
+                               or "the range was written without transactions")
+        report.records += r.get("records_written", 0)
+        report.already_there += r["records"] - r.get("records_written", 0)
         report.bytes += r.get("bytes_written", 0)
     return report
 
 
-def result_records(result: dict) -> int:
-    """Records the job's result says were written, over all ranges."""
-    return sum(r["records"] for r in result["ranges"])
+def note_at_least_once(report: RunResult, reason: str) -> None:
+    """Record that the run delivered at-least-once, and why (once per reason)."""
+    report.delivery["exactly_once"] = False
+    if reason not in report.delivery["reasons"]:
+        report.delivery["reasons"].append(reason)
+
+
+def result_records(result: dict) -> tuple[int, int]:
+    """(records this attempt wrote, records of the plan earlier attempts wrote)."""
+    written = sum(r.get("records_written", 0) for r in result["ranges"])
+    return written, sum(r["records"] for r in result["ranges"]) - written
 
 
 def failed_proof(flow: FlowConfig, plan: Plan, result: dict, resumed: bool, run_id: str,
-                 validation: Validation, duration_s: float | None = None) -> Exception:
-    """A run whose proof failed: its report and metrics (what was written, the findings),
-    and the error to raise. Nothing is committed; the plan stays pending."""
+                 validation: Validation, duration_s: float | None = None,
+                 health: dict | None = None) -> Exception:
+    """A run whose proof failed: its report and metrics (what was written, the findings,
+    and ``health``: the lag and heartbeat age measured now, which keep rising while runs
+    fail), and the error to raise. Nothing is committed; the plan stays pending."""
     failed = summarize(flow, plan, result, resumed)
+    failed.lag = (health or {}).get("lag")
+    failed.heartbeat = (health or {}).get("heartbeat")
     failed.run_id, failed.validation = run_id, validation.to_dict()
     failed.duration_s = None if duration_s is None else round(duration_s, 3)
     reports.write(flow.name, run_id, asdict(failed))
@@ -219,6 +241,9 @@ def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str,
     result = store.result(plan.plan_id)
     report = summarize(flow, plan, result, resumed)
     report.run_id = run_id
+    refused = unfenced_reason()
+    if refused:
+        note_at_least_once(report, f"{refused}: state writes lease-checked, not fenced")
     stored = store.validation(plan.plan_id)
     passed = Validation.from_dict(stored) if stored and stored.get("success") else None
     if plan.ranges and passed is None:
@@ -344,7 +369,10 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
                 else:
                     result, validation = mirror_step(str(config_path), flow, plan, master,
                                                      run_id=run_id)
-            progress.note(f"written {result_records(result):,} records; proof "
+            written, there = result_records(result)
+            progress.note(f"written {written:,} records"
+                          + (f" ({there:,} more already there)" if there else "")
+                          + "; proof "
                           f"{'passed' if validation.success else 'FAILED'}: "
                           f"{validation.verified_records:,} records verified")
         else:
@@ -352,7 +380,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         try:  # the Data Docs are written meanwhile (Validation.wait_for_docs)
             if validation is not None and not validation.success:
                 raise failed_proof(flow, plan, result, resumed, run_id, validation,
-                                   time.monotonic() - started)
+                                   time.monotonic() - started, metrics.health(config, flow))
             report = commit_step(config, flow, plan, run_id, resumed)
             report.validation = validation.to_dict() if validation else None
             checkpoint_step(config, flow, report)

@@ -152,6 +152,7 @@ def verdict(config_file: str, flow_name: str, planned: dict, run_id: str) -> dic
     the ``mirror`` task's job) failed; a re-check means clearing ``mirror``."""
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+    from mirrorflow.quality import metrics
     from mirrorflow.quality.validate import Validation
     from mirrorflow.source.plan import PlanNotPendingError, PlanStore
 
@@ -173,7 +174,7 @@ def verdict(config_file: str, flow_name: str, planned: dict, run_id: str) -> dic
 
         error = failed_proof(flow, store.load(planned["plan_id"]),
                              store.result(planned["plan_id"]), planned["resumed"], run_id,
-                             validation)
+                             validation, health=metrics.health(config, flow))
         raise AirflowFailException(str(error))
     return {"verified_records": validation.verified_records,
             "verified_fraction": validation.verified_fraction}
@@ -229,20 +230,29 @@ def sync_topic_metadata(config_file: str, flow_name: str, run_id: str) -> dict:
         return metadata_step(config, flow)
 
 
-def report(config_file: str, flow_name: str, committed: dict, run_id: str, ti=None,
-           dag_run=None) -> dict:
-    """The run's summary (the commit's result, the validation, what the other tasks
-    returned, the lag after the run), replacing the one the mirror job's check wrote, and the
-    flow's metrics. Alert limits are checked by ``check_lag``."""
+def report(config_file: str, flow_name: str, run_id: str, params: dict | None = None,
+           ti=None, dag_run=None) -> dict:
+    """The run's summary and the flow's metrics, whatever the other tasks did. After a
+    commit: the commit's result, the validation, what the other tasks returned and the lag
+    after the run. After a failure: the report the failed step wrote (if any), marked
+    failed, with the lag and heartbeat age measured now, so that they keep rising in the
+    metrics while runs fail. Alert limits are checked by ``check_lag``."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
     from mirrorflow.quality import metrics, reports
     from mirrorflow.source.plan import PlanStore
 
+    if (params or {}).get("dry_run"):
+        raise AirflowSkipException("dry run: nothing to report")
     config = load_config(config_file)
     flow = config.flow(flow_name)
+    committed = ti.xcom_pull(task_ids="commit_and_sync_offsets") if ti is not None else None
+    if committed is None:
+        return _failed_report(config, flow, run_id)
     summary = dict(committed, run_id=run_id,
                    validation=PlanStore(config, flow).validation(committed["plan_id"]),
                    lag=metrics.replication_lag(config, flow))
-    pulled = {task_id: ti.xcom_pull(task_ids=task_id) if ti is not None else None
+    pulled = {task_id: ti.xcom_pull(task_ids=task_id)
               for task_id in ("checkpoint", "sync_group_offsets", "await_heartbeat",
                               "sync_topic_metadata")}
     if pulled["checkpoint"] is not None:
@@ -263,11 +273,40 @@ def report(config_file: str, flow_name: str, committed: dict, run_id: str, ti=No
     return summary
 
 
-def check_lag(config_file: str, flow_name: str, summary: dict) -> None:
-    """Fail, naming flow, partition and limit, past ``mirrorflow.alert.*``."""
+def _failed_report(config: MirrorConfig, flow: FlowConfig, run_id: str) -> dict:
+    """A run that did not commit: the report its failed step wrote (already counted in
+    the metrics), else a new one, with the lag and heartbeat age measured now."""
+    from mirrorflow.quality import metrics, reports
+
+    try:
+        summary, counted = reports.read(flow.name, run_id), True
+    except FileNotFoundError:
+        summary, counted = {"flow": flow.name, "run_id": run_id, "partitions": []}, False
+    summary.update(metrics.health(config, flow), failed=True)
+    reports.write(flow.name, run_id, summary)
+    metrics.update(flow.name, summary, counters=not counted)
+    return summary
+
+
+def check_lag(config_file: str, flow_name: str, params: dict | None = None,
+              ti=None) -> None:
+    """Fail, naming flow, partition and limit, past ``mirrorflow.alert.*``, also after a
+    failed run (its lag and heartbeat age measured by ``report``); a failed run fails here
+    too, so the DAG run stays failed."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
     from mirrorflow.quality import metrics
 
+    if (params or {}).get("dry_run"):
+        raise AirflowSkipException("dry run: nothing to check")
+    summary = ti.xcom_pull(task_ids="report") if ti is not None else None
+    if summary is None:
+        raise AirflowFailException(f"flow {flow_name}: the run wrote no report; see the "
+                                   "report task's log")
     found = metrics.alerts(load_config(config_file).flow(flow_name), summary)
+    if summary.get("failed"):
+        raise AirflowFailException("\n".join([f"flow {flow_name}: the run failed before its "
+                                              "commit (see its failed task)", *found]))
     if found:
         raise metrics.LagAlertError("\n".join(found))
 
@@ -414,12 +453,16 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                         doc_md="The run lets go of the flow, whatever its other tasks did.")(
             release_flow)(path, name)
         writers >> released
-        summary = task(task_id="report", doc_md="The run's summary, the flow's report index and "
-                                                "metrics.")(report)(path, name, committed)
+        summary = task(task_id="report", trigger_rule="all_done",
+                       doc_md="The run's summary, the flow's report index and metrics, "
+                              "also after a failure (the lag and heartbeat age measured "
+                              "then).")(report)(path, name)
         last >> summary
-        task(task_id="check_lag", doc_md="Fails past mirrorflow.alert.max.lag.records or "
-                                         "mirrorflow.alert.max.heartbeat.age.ms.")(
-            check_lag)(path, name, summary)
+        lagged = task(task_id="check_lag", trigger_rule="all_done",
+                      doc_md="Fails past mirrorflow.alert.max.lag.records or "
+                             "mirrorflow.alert.max.heartbeat.age.ms, and after a run that "
+                             "failed before its commit.")(check_lag)(path, name)
+        summary >> lagged
     return dag
 
 

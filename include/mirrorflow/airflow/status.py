@@ -51,6 +51,15 @@ def flows() -> list[str]:
     return _flows()
 
 
+def delivery(summary: dict) -> str:
+    """A warning under the verdict when the run delivered at-least-once."""
+    found = summary.get("delivery") or {}
+    if found.get("exactly_once") is not False:
+        return ""
+    reasons = html.escape("; ".join(found.get("reasons", [])))
+    return f'<br><span class=bad title="{reasons}">at-least-once</span>'
+
+
 def page(base_url: str = "/mirrorflow", shown: list[str] | None = None) -> str:
     """The status page for the flows in ``shown`` (default: every reported flow)."""
     rows = []
@@ -75,7 +84,8 @@ def page(base_url: str = "/mirrorflow", shown: list[str] | None = None) -> str:
             f"{last.get('records', 0)} records in {last.get('duration_s', '?')} s</span></td>"
             f"<td>{lag_cell or '-'}</td>"
             f"<td>{'-' if heartbeat is None else f'{heartbeat / 1000:.1f} s'}</td>"
-            f'<td class="{"ok" if state == "passed" else "bad"}">{html.escape(state)}</td>'
+            f'<td class="{"ok" if state == "passed" else "bad"}">{html.escape(state)}'
+            f'{delivery(last)}</td>'
             f"<td>{chart([total_lag(s) for s in history])}</td>"
             f'<td>{docs}<a href="{link}{reports.SUMMARY}">summary</a> · '
             f'<a href="{base_url}/reports/{run_dir.parent.name}/index.html">all runs</a></td>'

@@ -234,6 +234,34 @@ class ClusterUnreachableError(MirrorflowError):
     """A cluster does not answer; the message names its alias and address."""
 
 
+def refuses_transactions(error) -> bool:
+    """Whether a KafkaError says the cluster will not run this producer's transactions
+    (no TransactionalId grant, no cluster grant, a broker without transactions)."""
+    from confluent_kafka import KafkaError
+
+    return error.code() in (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                            KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                            KafkaError.UNSUPPORTED_VERSION, KafkaError._UNSUPPORTED_FEATURE)
+
+
+def transactions_refused(cluster: ClusterConfig, transactional_id: str,
+                         timeout: float = 30.0) -> str | None:
+    """Why ``cluster`` will not run transactions of ``transactional_id`` for this client's
+    principal, or None when it will (an ``init_transactions`` of an id nothing else uses:
+    it fences nobody)."""
+    from confluent_kafka import KafkaException, Producer
+
+    producer = new_client(Producer, client_config(cluster, "producer", **{
+        "transactional.id": transactional_id}), f"cluster {cluster.alias!r}")
+    try:
+        producer.init_transactions(timeout)
+    except KafkaException as exc:
+        if refuses_transactions(exc.args[0]):
+            return exc.args[0].str()
+        raise
+    return None
+
+
 def check_reachable(cluster: ClusterConfig, timeout: float = 10.0) -> None:
     """Raise :class:`ClusterUnreachableError` unless the cluster answers a metadata
     request made with its own admin settings (security included)."""

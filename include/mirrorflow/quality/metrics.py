@@ -33,8 +33,10 @@ class Metric:
 
 
 METRICS = {m.name: m for m in [
-    Metric("record_count", "counter", "Records mirrored (MM2 record-count)."),
-    Metric("byte_count", "counter", "Key and value bytes mirrored (MM2 byte-count)."),
+    Metric("record_count", "counter",
+           "Records mirrored, each counted once, when the run that proves it commits "
+           "(MM2 record-count)."),
+    Metric("byte_count", "counter", "Key and value bytes written (MM2 byte-count)."),
     Metric("byte_rate", "gauge", "Bytes per second while the last run wrote (MM2 byte-rate)."),
     Metric("record_age_ms_min", "gauge", "Youngest record's age when the last run read it."),
     Metric("record_age_ms_max", "gauge", "Oldest record's age when the last run read it."),
@@ -52,6 +54,9 @@ METRICS = {m.name: m for m in [
     Metric("run_duration_seconds", "gauge", "Duration of the last run."),
     Metric("heartbeat_age_ms", "gauge", "Age of the newest heartbeat seen on the target."),
     Metric("validation_failures", "gauge", "Findings of the last completeness check."),
+    Metric("exactly_once", "gauge",
+           "1 when the last run wrote the partition in transactions, 0 when at-least-once "
+           "(the target refused transactions under exactly.once.support = requested)."),
     Metric("runs", "counter", "Runs reported, by outcome."),
     Metric("last_run_timestamp_seconds", "gauge", "When the last run was reported."),
 ]}
@@ -69,9 +74,16 @@ def samples(summary: dict) -> list[tuple[str, dict, float]]:
     source, target = flow.split("->", 1)
     base = {"flow": flow, "source": source, "target": target}
     out: list[tuple[str, dict, float]] = []
+    validation = summary.get("validation")
+    # A plan's records are counted by the run that commits it (once, whatever attempts
+    # wrote them): not by a run that failed before its commit.
+    committed = not summary.get("failed") and (validation is None or validation.get("success"))
     for p in summary.get("partitions", []):
         labels = {**base, "topic": p["topic"], "partition": p["partition"]}
-        out += [("record_count", labels, p["records"]), ("byte_count", labels, p["bytes"])]
+        if committed:
+            out.append(("record_count", labels, p["records"]))
+        out.append(("byte_count", labels, p["bytes"]))
+        out.append(("exactly_once", labels, 1 if p.get("exactly_once", True) else 0))
         seconds = p.get("write_seconds") or 0
         if seconds > 0:
             out.append(("byte_rate", labels, p["bytes"] / seconds))
@@ -89,11 +101,9 @@ def samples(summary: dict) -> list[tuple[str, dict, float]]:
     heartbeat = summary.get("heartbeat") or {}
     if heartbeat.get("age_ms") is not None:
         out.append(("heartbeat_age_ms", base, heartbeat["age_ms"]))
-    validation = summary.get("validation")
     if validation is not None:
         out.append(("validation_failures", base, len(validation.get("failures", []))))
-    outcome = "failed" if validation is not None and not validation.get("success") else "ok"
-    out.append(("runs", {**base, "outcome": outcome}, 1))
+    out.append(("runs", {**base, "outcome": "ok" if committed else "failed"}, 1))
     out.append(("last_run_timestamp_seconds", base, round(time.time(), 3)))
     return out
 
@@ -102,9 +112,10 @@ def _key(name: str, labels: dict) -> str:
     return name + _labels(**labels)
 
 
-def update(flow_name: str, summary: dict) -> Path:
-    """Fold one run into the flow's metrics: counters add up, gauges are the run's own.
-    Rewrites the flow's OpenMetrics file."""
+def update(flow_name: str, summary: dict, counters: bool = True) -> Path:
+    """Fold one run into the flow's metrics: counters add up (unless ``counters`` is
+    false: the run was counted already), gauges are the run's own. Rewrites the flow's
+    OpenMetrics file."""
     directory = reports.flow_dir(flow_name)
     directory.mkdir(parents=True, exist_ok=True)
     state_path = directory / STATE
@@ -114,7 +125,8 @@ def update(flow_name: str, summary: dict) -> Path:
     for name, labels, value in samples(summary):
         key = _key(name, labels)
         if METRICS[name].kind == "counter":
-            state["counters"][key] = state["counters"].get(key, 0) + value
+            if counters:
+                state["counters"][key] = state["counters"].get(key, 0) + value
         else:
             state["gauges"][key] = value
     state_path.write_text(json.dumps(state, indent=1, sort_keys=True))
@@ -172,6 +184,20 @@ def replication_lag(config: MirrorConfig, flow: FlowConfig) -> dict[str, int]:
     ends = probe_watermarks(config.cluster(flow.source), list(selected))
     return {f"{t}[{p}]": max(ends[(t, p)].high - (pos + 1), 0)
             for (t, p), pos in sorted(selected.items())}
+
+
+def health(config: MirrorConfig, flow: FlowConfig) -> dict:
+    """The flow's lag and (where the flow senses heartbeats) the age of the newest
+    heartbeat on the target, measured now: what an operator watches, also while runs
+    fail."""
+    from dataclasses import asdict
+
+    from mirrorflow.heartbeat import heartbeats
+
+    found: dict = {"lag": replication_lag(config, flow)}
+    if heartbeats.senses(config, flow):
+        found["heartbeat"] = asdict(heartbeats.status(config, flow, since_ms=0))
+    return found
 
 
 def alerts(flow: FlowConfig, summary: dict) -> list[str]:

@@ -124,8 +124,9 @@ def write_index(flow_name: str) -> Path:
 
 
 def render(summary: dict) -> str:
-    """The summary as a terminal table: per partition planned, written, verified, digest
-    match and lag, then the failures."""
+    """The summary as a terminal table: per partition planned, written by this run,
+    written by an earlier attempt, verified, digest match and lag, then the failures, the
+    data loss recorded and the heartbeat's age."""
     validation = summary.get("validation") or {}
     lines = [f"flow {summary.get('flow')}  run {summary.get('run_id')}  "
              f"plan {summary.get('plan_id')}",
@@ -133,23 +134,39 @@ def render(summary: dict) -> str:
              + (f"  (verified {validation.get('verified_records', 0)} of "
                 f"{validation.get('planned_records', 0)} records, fraction setting "
                 f"{validation.get('fraction')})" if validation else "")]
+    if summary.get("failed"):
+        lines.append("the run failed before its commit: nothing of it was committed; the "
+                     "lag and heartbeat age below were measured after the failure")
+    delivery = summary.get("delivery") or {}
+    if delivery.get("exactly_once") is False:
+        lines.append("delivery: AT-LEAST-ONCE, not exactly-once: "
+                     + "; ".join(delivery.get("reasons", [])))
     if summary.get("source_isolation") == "read_uncommitted":
         lines.append("source read read_uncommitted: records of aborted and open transactions "
                      "were mirrored as committed ones")
     written = {(p["topic"], p["partition"]): p for p in summary.get("partitions", [])}
     checked = {(r["topic"], r["partition"]): r for r in validation.get("ranges", [])}
-    header = f"  {'partition':<32} {'planned':>10} {'written':>10} {'verified':>10} " \
-             f"{'digest':>7} {'lag':>8}"
+    lags = summary.get("lag") or {}
+    header = f"  {'partition':<32} {'planned':>10} {'written':>10} {'earlier':>10} " \
+             f"{'verified':>10} {'digest':>7} {'lag':>8}"
     lines.append(header)
     for tp in sorted(set(written) | set(checked)):
         w, c = written.get(tp, {}), checked.get(tp, {})
-        planned = c.get("planned", w.get("records", 0) + w.get("skipped", 0))
+        planned = c.get("planned", w.get("records", 0))
         verified = c.get("target_records") if c.get("verified") else "-"
         match = ("yes" if c.get("digest_match") else "NO") if c.get("verified") else "-"
-        lag = c.get("lag") if c.get("lag") is not None else "-"
-        lines.append(f"  {f'{tp[0]}[{tp[1]}]':<32} {planned:>10} {w.get('records', 0):>10} "
-                     f"{verified:>10} {match:>7} {lag:>8}")
+        lag = lags.get(f"{tp[0]}[{tp[1]}]", c.get("lag"))
+        lines.append(f"  {f'{tp[0]}[{tp[1]}]':<32} {planned:>10} "
+                     f"{w.get('records', 0) - w.get('skipped', 0):>10} "
+                     f"{w.get('skipped', 0):>10} {verified:>10} {match:>7} "
+                     f"{'-' if lag is None else lag:>8}")
     lines += [f"  ! {failure}" for failure in validation.get("failures", [])]
+    lines += [f"  ! data loss recorded (failOnDataLoss = false): {g['topic']}[{g['partition']}] "
+              f"offsets {g['start']}..{g['end'] - 1} were removed by retention before they "
+              "were mirrored" for g in summary.get("gaps", [])]
+    heartbeat = summary.get("heartbeat") or {}
+    if heartbeat.get("age_ms") is not None:
+        lines.append(f"heartbeat: newest on the target {heartbeat['age_ms']} ms old")
     if validation.get("data_docs"):
         lines.append(f"Data Docs: {validation['data_docs']}")
     return "\n".join(lines)

@@ -63,15 +63,6 @@ _PRODUCER_DEFAULTS = {
 }
 
 
-def _no_transactions() -> tuple[int, ...]:
-    """Errors by which a cluster says it will not run this producer's transactions."""
-    from confluent_kafka import KafkaError
-
-    return (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.UNSUPPORTED_VERSION,
-            KafkaError._UNSUPPORTED_FEATURE)
-
-
 class WriteError(MirrorflowError):
     """A range could not be written; the message names topic, partition and offset."""
 
@@ -168,6 +159,7 @@ class RangeResult:
     first_downstream: int | None = None
     last_downstream: int | None = None
     transactional: bool = False
+    at_least_once: str | None = None  # why this range was written without transactions
     gaps: list[tuple[int, int]] = field(default_factory=list)
     record_age_ms: dict[str, float] | None = None
     replication_latency_ms: dict[str, float] | None = None
@@ -244,7 +236,7 @@ class PartitionWriter:
             producer.init_transactions(TIMEOUT_S)
             self.result.transactional = True
         except KafkaException as exc:
-            if exc.args[0].code() not in _no_transactions():
+            if not clients.refuses_transactions(exc.args[0]):
                 raise WriteError(f"{where}: cannot start transactions: "
                                  f"{exc.args[0].str()}") from None
             if self.task.exactly_once == "required":
@@ -254,6 +246,8 @@ class PartitionWriter:
                     f": {exc.args[0].str()}") from None
             log.warning("transactions unavailable for %s (%s); writing at-least-once with an "
                         "idempotent producer", where, exc.args[0].str())
+            self.result.at_least_once = (f"cluster {self.target.alias!r} refuses "
+                                         f"transactions: {exc.args[0].str()}")
             producer = clients.new_client(Producer, settings, where)
         self._producer = producer
         consumer = ledger.progress_consumer(self.target, self.task.source_alias)
