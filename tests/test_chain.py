@@ -116,11 +116,15 @@ def test_a_topic_recreated_while_its_plan_is_pending(spark, flow) -> None:
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
 
 
-def test_retention_a_new_partition_and_a_reset_are_named_breaks(spark, flow) -> None:
+def test_retention_a_new_partition_and_a_reset_are_named_breaks(spark, flow, capsys) -> None:
     from confluent_kafka.admin import AdminClient, NewPartitions
 
+    from mirrorflow.airflow import status
+    from mirrorflow.cli import main
     from mirrorflow.lease import FlowLease
     from mirrorflow.operations import reset_positions
+    from mirrorflow.quality import reports
+    from mirrorflow.quality.reports import render
 
     path, config, clusters = flow
     a, b = clusters["a"], clusters["b"]
@@ -149,5 +153,21 @@ def test_retention_a_new_partition_and_a_reset_are_named_breaks(spark, flow) -> 
         "reset to latest by operator-run: from offset 203 to 213")
     after = run_cycle(path, "a->b", spark=spark)
     assert after.records == 0 and after.validation is None  # nothing new: no proof to run
+    # The report and the status view list a run's breaks; `report --gaps` the flow's.
+    table = render(reports.read("a->b", kept.run_id))
+    assert ("  break orders[0] retention offsets 150..179: removed by retention or "
+            "DeleteRecords before they were read") in table.splitlines()
+    assert status.breaks(reports.read("a->b", grown.run_id)) == (
+        "<br><span class=muted>1 named break(s)<br>orders[2] new at offset 0: a new partition "
+        "of a topic the flow mirrors: mirrored from its log start</span>")
+    capsys.readouterr()
+    assert main(["report", str(path), "--flow", "a->b", "--gaps"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split(" ")[:2] for line in listed] == [
+        ["orders[0]", "new"], ["orders[0]", "retention"], ["orders[0]", "reset"],
+        ["orders[1]", "new"], ["orders[1]", "reset"], ["orders[2]", "new"],
+        ["orders[2]", "reset"]]
+    assert ("orders[1] reset offsets 203..212: reset to latest by operator-run: from offset "
+            "203 to 213") in listed
     assert PlanStore(config, config.flow("a->b")).pending() is None
     assert len(read_partition(b, "a.orders", 2)) == 3  # the reset skipped the 10 after them

@@ -205,6 +205,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from mirrorflow.quality import reports
 
+    if args.gaps:
+        return _print_breaks(load_config(args.config), args.flow)
     flow = load_config(args.config).flow(args.flow)
     try:
         summary = reports.read(flow.name, args.run)
@@ -213,6 +215,24 @@ def cmd_report(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     print(json.dumps(summary, indent=2, sort_keys=True) if args.json
           else reports.render(summary))
+    return EXIT_OK
+
+
+def _print_breaks(config: MirrorConfig, flow_name: str) -> int:
+    """Every named break the flow's history keeps (per source partition, the newest
+    first kept), from its target: what "completeness: passed" leaves out, and why."""
+    from mirrorflow.quality.reports import describe_break
+    from mirrorflow.source.history import HistoryStore
+
+    flow = config.flow(flow_name)
+    _reachable(config, flow.target)
+    chains = HistoryStore(config.cluster(flow.target), flow.source).read_all().chains
+    found = [b for _, chain in sorted(chains.items()) for b in chain.breaks]
+    if not found:
+        print(f"flow {flow.name}: no named break; every source offset since the flow "
+              "began is mirrored")
+    for item in found:
+        print(describe_break(item))
     return EXIT_OK
 
 
@@ -274,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--flow", required=True, help="SOURCE->TARGET")
     report.add_argument("--run", help="the Airflow run id")
     report.add_argument("--json", action="store_true", help="the whole summary as JSON")
+    report.add_argument("--gaps", action="store_true",
+                        help="every named break of the flow's history instead (retention, "
+                             "recreated topics, new partitions, resets)")
     report.set_defaults(func=cmd_report)
 
     inspect = sub.add_parser("inspect", help="print an internal topic in readable form")

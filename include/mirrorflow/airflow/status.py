@@ -60,6 +60,16 @@ def delivery(summary: dict) -> str:
     return f'<br><span class=bad title="{reasons}">at-least-once</span>'
 
 
+def breaks(summary: dict) -> str:
+    """The run's named breaks (a recreated topic, retention, a reset...) under the verdict:
+    "passed" means every source offset is mirrored or explained by one of them."""
+    found = summary.get("breaks") or []
+    if not found:
+        return ""
+    items = "".join(f"<br>{html.escape(reports.describe_break(b))}" for b in found)
+    return f"<br><span class=muted>{len(found)} named break(s){items}</span>"
+
+
 def page(base_url: str = "/mirrorflow", shown: list[str] | None = None) -> str:
     """The status page for the flows in ``shown`` (default: every reported flow)."""
     rows = []
@@ -85,7 +95,7 @@ def page(base_url: str = "/mirrorflow", shown: list[str] | None = None) -> str:
             f"<td>{lag_cell or '-'}</td>"
             f"<td>{'-' if heartbeat is None else f'{heartbeat / 1000:.1f} s'}</td>"
             f'<td class="{"ok" if state == "passed" else "bad"}">{html.escape(state)}'
-            f'{delivery(last)}</td>'
+            f'{delivery(last)}{breaks(last)}</td>'
             f"<td>{chart([total_lag(s) for s in history])}</td>"
             f'<td>{docs}<a href="{link}{reports.SUMMARY}">summary</a> · '
             f'<a href="{base_url}/reports/{run_dir.parent.name}/index.html">all runs</a></td>'

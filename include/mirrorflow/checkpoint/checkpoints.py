@@ -50,11 +50,10 @@ def current_checkpoints(config: MirrorConfig, flow: FlowConfig
     emitted before the partition's newest reset or recreation (a break in its chain) points
     into offsets, or a remote topic, that no longer hold, and is left out. The run after
     a reset emits a fresh one."""
-    from mirrorflow.checkpoint.remote import latest_checkpoints
+    from mirrorflow.checkpoint.remote import checkpoint_records, newest
 
-    policy = flow.policy()
-    return latest_checkpoints(config.cluster(flow.target), flow.source, policy,
-                              superseded_ms(config, flow))
+    records = checkpoint_records(config.cluster(flow.target), flow.source, flow.policy())
+    return newest(records, superseded_ms(config, flow)) if records else {}
 
 
 def superseded_ms(config: MirrorConfig, flow: FlowConfig) -> dict[tuple[str, int], int]:
@@ -101,13 +100,16 @@ def compute(config: MirrorConfig, flow: FlowConfig) -> list[Checkpoint]:
     group's partition, one whose downstream offset advanced, and one whose upstream offset
     moved back (the group was rewound on the source to reprocess: its checkpoint follows it
     back). A repeated or downstream-rewinding checkpoint is not emitted."""
+    groups = select_groups(config, flow)
+    if not groups:
+        return []
     syncs = offset_syncs.history(config, flow)
     topic_filter = flow.topic_filter()
     policy = flow.policy()
     source = config.cluster(flow.source)
     last = current_checkpoints(config, flow)
     checkpoints = []
-    for group in select_groups(config, flow):
+    for group in groups:
         for (topic, partition), (offset, metadata) in sorted(
                 committed_offsets(source, group).items()):
             if not topic_filter.should_replicate(topic) or (topic, partition) not in syncs:

@@ -68,25 +68,42 @@ def replication_hops(config: MirrorConfig, alias: str, upstream_alias: str,
     return best
 
 
+def checkpoint_records(target: ClusterConfig, source_alias: str,
+                       policy: ReplicationPolicy | None = None) -> list[tuple[Checkpoint, int]]:
+    """Every checkpoint in ``<source>.checkpoints.internal`` on the target, in order, with
+    its record's timestamp; malformed records are skipped."""
+    policy = policy or DefaultReplicationPolicy()
+    out = []
+    for record in read_log(target, policy.checkpoints_topic(source_alias)):
+        try:
+            out.append((Checkpoint.decode(record.key or b"", record.value or b""),
+                        record.timestamp))
+        except RecordFormatError:
+            continue
+    return out
+
+
+def newest(records: list[tuple[Checkpoint, int]],
+           superseded: Mapping[tuple[str, int], int] | None = None,
+           ) -> dict[tuple[str, str, int], Checkpoint]:
+    """(group, remote topic, partition) -> the newest of ``records``, leaving out those
+    written before ``superseded[(remote topic, partition)]`` (ms)."""
+    superseded = superseded or {}
+    latest: dict[tuple[str, str, int], Checkpoint] = {}
+    for checkpoint, timestamp in records:
+        if timestamp < superseded.get((checkpoint.topic, checkpoint.partition), 0):
+            continue
+        latest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
+    return latest
+
+
 def latest_checkpoints(target: ClusterConfig, source_alias: str,
                        policy: ReplicationPolicy | None = None,
                        superseded: Mapping[tuple[str, int], int] | None = None,
                        ) -> dict[tuple[str, str, int], Checkpoint]:
     """(group, remote topic, partition) -> the newest checkpoint in
-    ``<source>.checkpoints.internal`` on the target; malformed records are skipped, and so
-    are those written before ``superseded[(remote topic, partition)]`` (ms)."""
-    policy = policy or DefaultReplicationPolicy()
-    superseded = superseded or {}
-    latest: dict[tuple[str, str, int], Checkpoint] = {}
-    for record in read_log(target, policy.checkpoints_topic(source_alias)):
-        try:
-            checkpoint = Checkpoint.decode(record.key or b"", record.value or b"")
-        except RecordFormatError:
-            continue
-        if record.timestamp < superseded.get((checkpoint.topic, checkpoint.partition), 0):
-            continue
-        latest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
-    return latest
+    ``<source>.checkpoints.internal`` on the target (see :func:`newest`)."""
+    return newest(checkpoint_records(target, source_alias, policy), superseded)
 
 
 def translate_offsets(target: ClusterConfig, source_alias: str, group: str,

@@ -123,6 +123,15 @@ def write_index(flow_name: str) -> Path:
     return path
 
 
+def describe_break(found: dict) -> str:
+    """One named break in a source partition's chain (:class:`mirrorflow.source.plan.Break`
+    as a dict): where, why, which offsets."""
+    where = f"{found['topic']}[{found['partition']}]"
+    skipped = (f"offsets {found['start']}..{found['end'] - 1}" if found["end"] > found["start"]
+               else f"at offset {found['end']}")
+    return f"{where} {found['cause']} {skipped}: {found['detail']}"
+
+
 def render(summary: dict) -> str:
     """The summary as a terminal table: per partition planned, written by this run,
     written by an earlier attempt, verified, digest match and lag, then the failures, the
@@ -164,6 +173,7 @@ def render(summary: dict) -> str:
     lines += [f"  ! data loss recorded (failOnDataLoss = false): {g['topic']}[{g['partition']}] "
               f"offsets {g['start']}..{g['end'] - 1} were removed by retention before they "
               "were mirrored" for g in summary.get("gaps", [])]
+    lines += [f"  break {describe_break(b)}" for b in summary.get("breaks", [])]
     heartbeat = summary.get("heartbeat") or {}
     if heartbeat.get("age_ms") is not None:
         lines.append(f"heartbeat: newest on the target {heartbeat['age_ms']} ms old")
