@@ -165,20 +165,6 @@ def test_topics_parameter_keeps_the_heartbeats_in_the_plan(airflow_db, two_clust
     assert read_partition(b, "a.orders", 0) == read_partition(a, "orders", 0)
 
 
-def test_dry_run_writes_nothing(airflow_db, two_clusters, tmp_path, monkeypatch) -> None:
-    a, b = two_clusters["a"], two_clusters["b"]
-    create_topic(a, "orders", 1)
-    produce(a, "orders", varied_records(20), 1)
-    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
-                       "emit.heartbeats.enabled = false\n")
-    run = flow_dag(path, monkeypatch).test(run_conf={"dry_run": True})
-    got = states(run)
-    assert got["plan"] == "skipped" and got["mirror"] == "skipped", got
-    assert got["commit_and_sync_offsets"] == "skipped"
-    assert "a.orders" not in topics(b)
-    assert OffsetStore(load_config(path).cluster("b"), "a").positions() == {}
-
-
 def test_nothing_to_mirror_starts_no_spark_job(airflow_db, two_clusters, tmp_path,
                                                monkeypatch) -> None:
     create_topic(two_clusters["a"], "orders", 1)  # empty: the plan has no range

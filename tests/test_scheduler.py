@@ -125,7 +125,10 @@ class Services:
 def services(airflow_db, two_clusters, tmp_path: Path, repo: Path) -> Iterator[Services]:
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
                        "a->b.mirrorflow.schedule = @hourly\nemit.heartbeats.enabled = false\n"
-                       "mirrorflow.retry.delay.seconds = 5\n")
+                       "mirrorflow.retry.delay.seconds = 5\n"
+                       # Tasks beside the race under test, each a process per run: off.
+                       "emit.checkpoints.enabled = false\nsync.topic.configs.enabled = false\n"
+                       "sync.topic.acls.enabled = false\n")
     with Services(tmp_path / "airflow", repo, path, tmp_path / "reports") as running:
         yield running
 
