@@ -110,6 +110,8 @@ def test_the_documented_repair_after_a_failed_proof_ends_green(airflow_db, two_c
     for p in range(3):
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
         assert len(read_partition(b, "a.orders", p)) == 200
+    # The failed run's heartbeat, written by the plan the reset dropped, is there once.
+    assert read_partition(b, "a.heartbeats", 0) == read_partition(a, "heartbeats", 0)
     summary = reports.read("a->b", repaired.run_id)
     assert summary["validation"]["success"] and summary["checkpoints"] == 3
     capsys.readouterr()  # what the runs printed

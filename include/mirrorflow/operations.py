@@ -99,9 +99,17 @@ def reset_positions(config: MirrorConfig, flow: FlowConfig, mode: str,
         kept = keep_written(target, flow.source, pending.decode(),
                             flow.get("replication.factor"))
         if kept:
-            log.warning("flow %s: the reset drops plan %s, whose %d records already written "
-                        "stay on the target as the flow's own", flow.name, pending.decode(),
-                        kept)
+            log.warning("flow %s: the reset drops plan %s, whose records already written "
+                        "stay on the target as the flow's own", flow.name, pending.decode())
+        # Partitions the reset leaves where they were (heartbeats) go on after what the
+        # dropped plan wrote, so that none of it is written twice.
+        current = store.positions()
+        on = {tp: last for tp, last in kept.items()
+              if tp not in starts and last > current.get(tp, -1)}
+        if on:  # their chains go on too: those offsets are accounted for, on the target
+            history.write([], {}, {tp: Chain(chains[tp].topic_id, last + 1, chains[tp].breaks)
+                                   for tp, last in on.items() if tp in chains})
+            store.commit(on)
     plans.topic.write([(PENDING_KEY, None)])
     return ResetResult(mode, {f"{t}[{p}]": s for (t, p), s in sorted(starts.items())})
 

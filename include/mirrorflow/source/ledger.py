@@ -186,16 +186,16 @@ def drop_spans(target: ClusterConfig, source_alias: str, plan_id: str) -> None:
 
 
 def keep_written(target: ClusterConfig, source_alias: str, plan_id: str,
-                 replication_factor: int = 1) -> int:
+                 replication_factor: int = 1) -> dict[TopicPart, int]:
     """A plan dropped before its commit (by a reset) may have written records already, and
     they stay on the target: record their remote offsets as the flow's own in its history,
-    so that no later proof calls them foreign, and drop the plan's spans. Returns how many
-    records they are."""
+    so that no later proof calls them foreign, and drop the plan's spans. Returns, per
+    source partition, the last upstream offset they hold."""
     from mirrorflow.source.history import HistoryStore, RemotePartition, merge_spans
 
     spans = [s for found in read_spans(target, source_alias, plan_id).values() for s in found]
     if not spans:
-        return 0
+        return {}
     store = HistoryStore(target, source_alias, replication_factor)
     remote = store.read_all().remote
     changed: dict[TopicPart, RemotePartition] = {}
@@ -206,7 +206,11 @@ def keep_written(target: ClusterConfig, source_alias: str, plan_id: str,
         changed[rp] = item
     store.write(changed.values(), {})
     drop_spans(target, source_alias, plan_id)
-    return sum(span.records for span in spans)
+    written: dict[TopicPart, int] = {}
+    for span in spans:
+        tp = (span.topic, span.partition)
+        written[tp] = max(written.get(tp, -1), span.upstream_last)
+    return written
 
 
 def merged_syncs(spans: Iterable[Span]) -> list[tuple[int, int]]:
