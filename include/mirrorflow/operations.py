@@ -103,9 +103,8 @@ def reset_positions(config: MirrorConfig, flow: FlowConfig, mode: str,
                         "stay on the target as the flow's own", flow.name, pending.decode())
         # Partitions the reset leaves where they were (heartbeats) go on after what the
         # dropped plan wrote, so that none of it is written twice.
-        current = store.positions()
-        on = {tp: last for tp, last in kept.items()
-              if tp not in starts and last > current.get(tp, -1)}
+        on = {tp: last for tp, last in kept.items()  # ``before`` holds: not reset
+              if tp not in starts and last > before.get(tp, -1)}
         if on:  # their chains go on too: those offsets are accounted for, on the target
             history.write([], {}, {tp: Chain(chains[tp].topic_id, last + 1, chains[tp].breaks)
                                    for tp, last in on.items() if tp in chains})

@@ -153,17 +153,18 @@ def summarize(flow: FlowConfig, plan: Plan, result: dict | None,
                                  f"{rng.topic}[{rng.partition}]; nothing was committed")
         report.gaps += [{"topic": rng.topic, "partition": rng.partition, "start": a, "end": b}
                         for a, b in r.get("gaps", [])]
-        report.partitions.append(PartitionReport(
+        part = PartitionReport(
             rng.topic, rng.partition, rng.remote_topic, rng.start, rng.end, r["records"],
             r.get("bytes_written", 0), r["records"] - r.get("records_written", 0),
             r.get("first_downstream"), r.get("last_downstream"), r.get("record_age_ms"),
             r.get("replication_latency_ms"), r.get("write_seconds", 0.0),
-            r.get("transactional", True)))
-        if not r.get("transactional", True):
+            r.get("transactional", True))
+        report.partitions.append(part)
+        if not part.exactly_once:
             note_at_least_once(report, r.get("at_least_once")
                                or "the range was written without transactions")
-        report.records += r.get("records_written", 0)
-        report.already_there += r["records"] - r.get("records_written", 0)
+        report.records += part.records - part.skipped
+        report.already_there += part.skipped
         report.bytes += r.get("bytes_written", 0)
     return report
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import NoReturn
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig, load_config
 
@@ -114,7 +115,7 @@ def _limits(params: dict) -> dict:
             "max_records": params.get("max_records_per_partition")}
 
 
-def _dry_run(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> None:
+def _dry_run(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> NoReturn:
     from airflow.sdk.exceptions import AirflowSkipException
 
     from mirrorflow.operations import reset_starts

@@ -44,16 +44,19 @@ class GroupSync:
     note: str | None = None
 
 
-def current_checkpoints(config: MirrorConfig, flow: FlowConfig
+def current_checkpoints(config: MirrorConfig, flow: FlowConfig,
+                        superseded: dict[tuple[str, int], int] | None = None,
                         ) -> dict[tuple[str, str, int], Checkpoint]:
     """The newest checkpoint of every group and remote partition that still holds: one
     emitted before the partition's newest reset or recreation (a break in its chain) points
     into offsets, or a remote topic, that no longer hold, and is left out. The run after
-    a reset emits a fresh one."""
+    a reset emits a fresh one. ``superseded``: :func:`superseded_ms`, if already read."""
     from mirrorflow.checkpoint.remote import checkpoint_records, newest
 
     records = checkpoint_records(config.cluster(flow.target), flow.source, flow.policy())
-    return newest(records, superseded_ms(config, flow)) if records else {}
+    if not records:
+        return {}
+    return newest(records, superseded_ms(config, flow) if superseded is None else superseded)
 
 
 def superseded_ms(config: MirrorConfig, flow: FlowConfig) -> dict[tuple[str, int], int]:
@@ -62,8 +65,9 @@ def superseded_ms(config: MirrorConfig, flow: FlowConfig) -> dict[tuple[str, int
 
     policy = flow.policy()
     chains = HistoryStore(config.cluster(flow.target), flow.source).read_all().chains
-    return {(policy.format_remote_topic(flow.source, topic), partition): chain.superseded_ms()
-            for (topic, partition), chain in chains.items() if chain.superseded_ms()}
+    moments = {(policy.format_remote_topic(flow.source, topic), partition):
+               chain.superseded_ms() for (topic, partition), chain in chains.items()}
+    return {rp: ms for rp, ms in moments.items() if ms}
 
 
 def checkpoints_topic(config: MirrorConfig, flow: FlowConfig) -> CompactedTopic:
@@ -171,7 +175,7 @@ def sync_group_offsets(config: MirrorConfig, flow: FlowConfig) -> list[GroupSync
     exclude = compile_pattern_list(flow.get("groups.exclude"))
     reset = superseded_ms(config, flow)
     by_group: dict[str, list[Checkpoint]] = {}
-    for (group, _, _), checkpoint in sorted(current_checkpoints(config, flow).items()):
+    for (group, _, _), checkpoint in sorted(current_checkpoints(config, flow, reset).items()):
         if include.fullmatch(group) and not exclude.fullmatch(group):
             by_group.setdefault(group, []).append(checkpoint)
     outcomes = []
