@@ -24,7 +24,7 @@ from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.lease import FlowLease, LeaseHeldError
 from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle
-from mirrorflow.source.ledger import LedgerError, read_resume
+from mirrorflow.source.ledger import progress_group
 from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan import PlanError, PlanStore, plan_run
 from mirrorflow.source.writer import WriteError
@@ -85,14 +85,11 @@ def test_target_broker_killed_during_the_write_then_restarted(spark, brokers,
     assert positions(path) == {}  # nothing committed
 
     # As an Airflow retry delay would: the restarted broker recovers its logs and loads its
-    # group and transaction coordinators first (seconds, more on a busy machine).
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            read_resume(config.cluster("b"), "a", [("a.clicks", 0), ("a.clicks", 1)])
-            break
-        except LedgerError:
-            assert time.monotonic() < deadline, "the restarted target never served offsets"
+    # group coordinator (seconds, more on a busy machine). The killed writer's transaction
+    # may still be open there (when the kill came after its offsets were sent), holding its
+    # position unstable for up to transaction.timeout.ms: the retry does not wait for that,
+    # its writers fence the transaction and resume.
+    _wait_for_group_coordinator(config.cluster("b"), "a", kafka["b"].log_file, deadline_s=180)
     result = run_cycle(path, "a->b", run_id="run-2", spark=spark)  # the retry resumes the plan
     # Written before the crash, kept, and told apart from what the retry wrote.
     assert result.resumed and result.already_there > 0
@@ -104,6 +101,29 @@ def test_target_broker_killed_during_the_write_then_restarted(spark, brokers,
     for p in range(2):
         assert read_partition(b, "a.clicks", p) == read_partition(a, "clicks", p)
     assert positions(path) == {("clicks", 0): total // 2 - 1, ("clicks", 1): total // 2 - 1}
+
+
+def _wait_for_group_coordinator(target, source_alias: str, log_file: Path,
+                                deadline_s: float) -> None:
+    """Until the progress group's coordinator answers a read that does not wait for open
+    transactions (read_uncommitted: no KIP-447 stable-offset wait)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": target.bootstrap_servers,
+                         "group.id": progress_group(source_alias),
+                         "isolation.level": "read_uncommitted"})
+    deadline = time.monotonic() + deadline_s
+    try:
+        while True:
+            try:
+                consumer.committed([TopicPartition("a.clicks", 0)], timeout=5)
+                return
+            except KafkaException:
+                assert time.monotonic() < deadline, (
+                    "the restarted target never served offsets; its log ends:\n"
+                    + "\n".join(log_file.read_text(errors="replace").splitlines()[-40:]))
+    finally:
+        consumer.close()
 
 
 def test_source_unreachable_at_planning_names_the_cluster(brokers, tmp_path: Path) -> None:
