@@ -11,10 +11,19 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
+from helpers.kafka import (
+    config_file,
+    create_topic,
+    produce,
+    produce_with_java,
+    read_partition,
+    varied_records,
+)
 from mirrorflow.checkpoint import remote
 from mirrorflow.config.model import load_config
+from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle
+from mirrorflow.source.plan import PlanStore
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -77,6 +86,50 @@ def test_a_log_append_time_target_is_proven_without_timestamps(spark, two_cluste
     landed = read_partition(b, "a.stamped", 0)
     assert [r[:3] for r in landed] == [r[:3] for r in read_partition(a, "stamped", 0)]
     assert all(ts > 1_700_000_000_000 + 50 for *_, ts in landed)  # the broker's time
+
+
+def test_timestamps_at_or_before_the_epoch_are_written_as_the_plans_time(
+        spark, two_clusters, tmp_path: Path) -> None:
+    """CreateTime 0 (which librdkafka cannot write: it takes 0 for "now") and no timestamp
+    (-1) become the plan's time on the target, alike in every attempt, so the proof passes
+    and says so; on a compacted remote topic the proof reads the source and applies the
+    same rule. Other timestamps are kept."""
+    a, b = two_clusters["a"], two_clusters["b"]
+    for topic, config in (("epoch", {}), ("epoch_compacted", {"cleanup.policy": "compact"})):
+        create_topic(a, topic, 1, config)
+        produce_with_java(a, topic, [(b"k-zero", b"zero", 0),
+                                     (b"k-normal", b"normal", 1_700_000_000_000)])
+        produce(a, topic, [(b"k-none", b"none", None, -1), (b"k-later", b"later", None, 5)], 1)
+        assert [r[3] for r in read_partition(a, topic, 0)] == [0, 1_700_000_000_000, -1, 5]
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+
+    result = run_cycle(path, "a->b", spark=spark)
+
+    assert result.validation["success"] and result.records == 8
+    config = load_config(path)
+    plan_ms = PlanStore(config, config.flow("a->b")).load(result.plan_id).created_ms
+    for topic in ("epoch", "epoch_compacted"):
+        assert [r[3] for r in read_partition(b, f"a.{topic}", 0)] == [
+            plan_ms, 1_700_000_000_000, plan_ms, 5]
+        assert [r[:3] for r in read_partition(b, f"a.{topic}", 0)] == [
+            r[:3] for r in read_partition(a, topic, 0)]
+    stamped = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(plan_ms / 1000))
+    assert (f"a.epoch[0]: 2 records stamped at or before the epoch (CreateTime 0, or none) "
+            f"were written with the plan's time ({stamped}.{plan_ms % 1000:03d}Z), which the "
+            f"proof compares") in result.validation["notes"]
+    assert (f"  note: a.epoch_compacted[0]: 2 records stamped at or before the epoch (CreateTime"
+            f" 0, or none) were written with the plan's time ({stamped}."
+            f"{plan_ms % 1000:03d}Z), which the proof compares") in reports.render(
+        reports.read("a->b", result.run_id)).splitlines()
+    assert {p.remote_topic: p.restamped for p in result.partitions} == {
+        "a.epoch": 2, "a.epoch_compacted": 2}
+    assert "a.epoch_compacted: compacted on the target; the newest record of each key is " \
+           "compared" in result.validation["notes"]
+    produce(a, "epoch", [(b"k-more", b"more", None, -1)], 1)
+    again = run_cycle(path, "a->b", spark=spark)  # never a permanent failure
+    assert again.validation["success"] and again.records == 1
+    assert [p.restamped for p in again.partitions] == [1]
 
 
 def test_fan_in_two_flows_into_one_topic_each_proven(spark, three_clusters,

@@ -66,6 +66,7 @@ class PartitionReport:
     replication_latency_ms: dict | None = None
     write_seconds: float = 0.0
     exactly_once: bool = True  # written in transactions (else at-least-once)
+    restamped: int = 0  # records stamped at or before the epoch, written with the plan's time
 
 
 @dataclass
@@ -158,7 +159,7 @@ def summarize(flow: FlowConfig, plan: Plan, result: dict | None,
             r.get("bytes_written", 0), r["records"] - r.get("records_written", 0),
             r.get("first_downstream"), r.get("last_downstream"), r.get("record_age_ms"),
             r.get("replication_latency_ms"), r.get("write_seconds", 0.0),
-            r.get("transactional", True))
+            r.get("transactional", True), r.get("restamped", 0))
         report.partitions.append(part)
         if not part.exactly_once:
             note_at_least_once(report, r.get("at_least_once")

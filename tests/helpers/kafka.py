@@ -159,3 +159,31 @@ def wipe(bootstrap: str, timeout: float = 30.0) -> None:
             except KafkaException as exc:  # a member still joined: the test left it open
                 if exc.args[0].code() != KafkaError.NON_EMPTY_GROUP:
                     raise
+
+
+def produce_with_java(bootstrap: str, topic: str,
+                      records: list[tuple[bytes, bytes, int]]) -> None:
+    """Produce ``(key, value, timestamp)`` records to partition 0 with Apache Kafka's Java
+    producer (jvm/pom.xml's MM2 classpath, in a py4j JVM): librdkafka cannot write a
+    CreateTime of 0, which it takes for "now"; the Java producer writes it as it is."""
+    from pyspark import SparkConf
+    from pyspark.java_gateway import launch_gateway
+
+    from mirrorflow import jvm
+
+    gateway = launch_gateway(SparkConf().set("spark.driver.extraClassPath",
+                                             ":".join(jvm.jars("mm2"))))
+    try:
+        java, kafka = gateway.jvm.java, gateway.jvm.org.apache.kafka
+        props = java.util.Properties()
+        props.put("bootstrap.servers", bootstrap)
+        serializer = kafka.common.serialization.ByteArraySerializer
+        producer = kafka.clients.producer.KafkaProducer(props, serializer(), serializer())
+        try:
+            for key, value, ts in records:
+                producer.send(kafka.clients.producer.ProducerRecord(
+                    topic, 0, java.lang.Long.valueOf(ts), key, value)).get()
+        finally:
+            producer.close()
+    finally:
+        gateway.shutdown()

@@ -2,7 +2,8 @@
 
 Both clusters are read by Spark's Kafka source in one scan. Every record becomes a 64-bit
 digest (``xxhash64`` of key, value, headers, timestamp and their nullness; the timestamp
-is left out where the remote topic stamps its own, ``LogAppendTime``).
+is left out where the remote topic stamps its own, ``LogAppendTime``, and a source
+timestamp at or before the epoch counts as the plan's time the writer gave it).
 
 * Each **source** record of a range gets the remote offset the mirror's spans say it went
   to: its upstream offset plus the distance of the sync run it falls in (a broadcast join
@@ -37,7 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
-from mirrorflow.quality.digests import record_digest
+from mirrorflow.quality.digests import record_digest, restamped
 from mirrorflow.spark.kafka_source import read_ranges
 
 BUCKET = 1 << 16  # offsets per join bucket
@@ -137,13 +138,14 @@ def _in(column, values: Iterable[str], F):
 def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeCheck],
             regions: list[RegionCheck], no_timestamps: set[str],
             split_records: int | None = None, compacted: set[str] = frozenset(),
-            exact: bool = False) -> dict[tuple[str, int], Compared]:
+            exact: bool = False, restamp_ms: int = 0) -> dict[tuple[str, int], Compared]:
     """Per remote partition: the range's aggregates on both sides, the region's foreign
     records and, where the aggregates differ, the record-by-record findings.
     ``no_timestamps`` are the remote topics whose timestamps are not compared;
     ``compacted`` those compared on the newest record of each key. ``exact`` (for a
     second look at unequal partitions): read every range's source and look up the owner
-    of every target record."""
+    of every target record. ``restamp_ms``: the plan's time, which the writer gave source
+    records stamped at or before the epoch (:func:`digests.restamp`)."""
     from pyspark.sql import functions as F
 
     out: dict[tuple[str, int], Compared] = {(r.remote_topic, r.partition): Compared()
@@ -161,7 +163,7 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     unread = [r for r in ranges if (r.remote_topic, r.partition) not in written]
     if unread:
         sides.append(_source_side(spark, F, config, flow, unread, remote_of, no_timestamps,
-                                  split_records))
+                                  split_records, restamp_ms))
     readable = [r for r in regions if r.end > r.start]
     # Where no other flow writes and no compaction removes records, every target record
     # is first taken as this flow's: equal aggregates then prove that each one sits at a
@@ -202,7 +204,7 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
             spark, config, flow,
             [replace(r, written=None) for r in ranges if (r.remote_topic, r.partition) in again],
             [r for r in regions if (r.remote_topic, r.partition) in again], no_timestamps,
-            split_records, compacted, exact=True))
+            split_records, compacted, exact=True, restamp_ms=restamp_ms))
         unequal = [key for key in unequal if key not in again]
     if unequal:
         for key, found in _diagnose(spark, F, records.where(kept), unequal).items():
@@ -227,14 +229,16 @@ def _newest_per_key(F, records, compacted: set[str]):
             .drop("k"))
 
 
-def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split):
+def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split,
+                 restamp_ms: int):
     """(side 's', remote_topic, partition, d = the claimed remote offset, u, digest)."""
     frame = read_ranges(spark, config.cluster(flow.source),
                         [(r.topic, r.partition, r.start, r.end) for r in ranges], split)
     remote = F.create_map(*[F.lit(x) for pair in remote_of.items() for x in pair])
     records = frame.select(
         "topic", "partition", "offset", remote[F.col("topic")].alias("remote_topic"),
-        record_digest(F, ~_in(remote[F.col("topic")], no_timestamps, F)).alias("digest"),
+        record_digest(F, ~_in(remote[F.col("topic")], no_timestamps, F),
+                      restamped(F, restamp_ms)).alias("digest"),
         F.col("key").alias("k"))
     runs = [(r.topic, r.partition, lo, hi, delta) for r in ranges for lo, hi, delta in _runs(r)]
     return _lookup(spark, F, records, runs, "long").select(

@@ -24,18 +24,53 @@ _P4 = np.uint64(0x85EBCA77C2B2AE63)
 _P5 = np.uint64(0x27D4EB2F165667C5)
 
 
-def record_digest(F, with_timestamp):
+def record_digest(F, with_timestamp, timestamp=None):
     """A record's digest (Spark SQL); ``with_timestamp`` (a boolean column) says whether
-    its timestamp counts. Spark's hash skips nulls, so nullness is hashed too. Headers
-    are hashed as their JSON (a null value left out, so told from an empty one): cheaper
-    than hashing the nested column (see ``kafka_source.for_writer``). The timestamp comes
-    last, so the digest with it is XXH64's ``hashLong`` of the timestamp seeded with the
-    digest without it (:func:`with_timestamps`)."""
+    its timestamp counts, ``timestamp`` is the one that does (the record's own unless
+    given: :func:`restamped` for a source record). Spark's hash skips nulls, so nullness
+    is hashed too. Headers are hashed as their JSON (a null value left out, so told from
+    an empty one): cheaper than hashing the nested column (see
+    ``kafka_source.for_writer``). The timestamp comes last, so the digest with it is
+    XXH64's ``hashLong`` of the timestamp seeded with the digest without it
+    (:func:`with_timestamps`)."""
     flags = [F.col("key").isNull(), F.col("value").isNull(), F.col("headers").isNull()]
     headers = F.to_json("headers")
+    stamp = F.col("timestamp") if timestamp is None else timestamp
     return F.when(with_timestamp,
-                  F.xxhash64("key", "value", headers, *flags, "timestamp")).otherwise(
+                  F.xxhash64("key", "value", headers, *flags, stamp)).otherwise(
         F.xxhash64("key", "value", headers, *flags))
+
+
+# A source timestamp at or before the epoch cannot be written as it is: librdkafka stamps a
+# produce timestamp of 0 (CreateTime 0, 1970-01-01) with the time of the call, and -1 is a
+# record without one (the old message formats), which MM2 writes with its producer's time.
+# Such a record is written with its plan's time instead, the same in every attempt of the
+# plan, so that the proof knows the timestamp the target holds: restamp (Arrow, writer)
+# and restamped (Spark SQL, proof) are one rule.
+
+def restamp(batch, at_ms: int):
+    """``(batch, count)``: the Arrow batch with every timestamp at or before the epoch (or
+    null) set to ``at_ms``, and how many were."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    i = batch.schema.get_field_index("timestamp")
+    column = batch.column(i)
+    micros = column.cast(pa.int64())
+    old = pc.fill_null(pc.less_equal(micros, 0), True)
+    count = pc.sum(old).as_py() or 0
+    if not count:
+        return batch, 0
+    fixed = pc.if_else(old, pa.scalar(at_ms * 1000, pa.int64()), micros).cast(column.type)
+    columns = [fixed if j == i else batch.column(j) for j in range(batch.num_columns)]
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema), count
+
+
+def restamped(F, at_ms: int):
+    """Spark's side of :func:`restamp`: the timestamp a source record has on the target."""
+    stamp = F.col("timestamp")
+    return F.when(stamp.isNull() | (stamp <= F.timestamp_millis(F.lit(0))),
+                  F.timestamp_millis(F.lit(at_ms))).otherwise(stamp)
 
 
 def writer_columns(F) -> list:

@@ -134,8 +134,9 @@ def describe_break(found: dict) -> str:
 
 def render(summary: dict) -> str:
     """The summary as a terminal table: per partition planned, written by this run,
-    written by an earlier attempt, verified, digest match and lag, then the failures, the
-    data loss recorded and the heartbeat's age."""
+    written by an earlier attempt, verified, digest match and lag, then the failures, what
+    the proof noted (timestamps not compared, compaction, restamped records), the data
+    loss recorded and the heartbeat's age."""
     validation = summary.get("validation") or {}
     lines = [f"flow {summary.get('flow')}  run {summary.get('run_id')}  "
              f"plan {summary.get('plan_id')}",
@@ -170,6 +171,7 @@ def render(summary: dict) -> str:
                      f"{w.get('skipped', 0):>10} {verified:>10} {match:>7} "
                      f"{'-' if lag is None else lag:>8}")
     lines += [f"  ! {failure}" for failure in validation.get("failures", [])]
+    lines += [f"  note: {note}" for note in validation.get("notes", [])]
     lines += [f"  ! data loss recorded (failOnDataLoss = false): {g['topic']}[{g['partition']}] "
               f"offsets {g['start']}..{g['end'] - 1} were removed by retention before they "
               "were mirrored" for g in summary.get("gaps", [])]

@@ -11,7 +11,8 @@ What is compared (:mod:`mirrorflow.quality.compare` does it in Spark):
 * every planned range (or a stable sample, ``mirrorflow.validate.fraction``): each source
   record against the target record at the remote offset the plan's spans claim for it;
   so missing, duplicated, altered and misplaced records are found, and the offset syncs
-  are proven exact;
+  are proven exact; the emitted syncs are checked against the spans the writers committed
+  (:mod:`mirrorflow.quality.sync_check`), each span contiguous on the target;
 * every remote partition the flow writes, from where the last passing check ended
   (``verified_end`` in :mod:`mirrorflow.source.history`) to its end now: each record must belong
   to this flow's spans or to another mirror flow's (fan-in); any other record is foreign
@@ -19,7 +20,9 @@ What is compared (:mod:`mirrorflow.quality.compare` does it in Spark):
   Where the offset store's position is not the one the last check committed (MM2 or a
   reset moved the flow), the region starts where this plan's records begin;
 * timestamps only where the remote topic keeps the producer's (``CreateTime``); a
-  ``LogAppendTime`` topic's are left out, and the report says so;
+  ``LogAppendTime`` topic's are left out, and the report says so; a source timestamp at
+  or before the epoch (CreateTime 0, or none: -1), which the writer gives the plan's time
+  (:func:`digests.restamp`), is compared as that time, and the report counts them;
 * checkpoints on the target: none may claim an upstream offset the flow has not mirrored
   (a consumer group that moved back is not a fault: MM2 emits its rewound checkpoint);
 * the plan against the source partitions' chains (:func:`chain_findings`): each range
@@ -51,6 +54,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import reports
 from mirrorflow.quality.compare import Compared, RangeCheck, RegionCheck, compare
+from mirrorflow.quality.sync_check import range_findings
 from mirrorflow.source import history, ledger
 from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan import Plan, Range
@@ -418,6 +422,15 @@ def remote_topic_traits(config: MirrorConfig, flow: FlowConfig,
             {t for t, e in described.items() if "compact" in value(e, "cleanup.policy")})
 
 
+def restamp_notes(plan: Plan, result: dict) -> list[str]:
+    """Per range whose writer gave records the plan's time (:func:`digests.restamp`)."""
+    at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(plan.created_ms / 1000))
+    return [f"{r['remote_topic']}[{r['partition']}]: {r['restamped']} records stamped at or "
+            f"before the epoch (CreateTime 0, or none) were written with the plan's time "
+            f"({at}.{plan.created_ms % 1000:03d}Z), which the proof compares"
+            for r in result["ranges"] if r.get("restamped")]
+
+
 def _fill(verdict: PartitionVerdict, found: Compared) -> None:
     verdict.foreign, verdict.first_foreign_offset = (found.foreign_records,
                                                      found.first_foreign_offset)
@@ -631,7 +644,8 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
         no_timestamps, compacted = remote_topic_traits(
             config, flow, {r.remote_topic for r in checks.regions})
         found = compare(spark, config, flow, checks.ranges, checks.regions, no_timestamps,
-                        flow.get("mirrorflow.records.per.spark.partition"), compacted)
+                        flow.get("mirrorflow.records.per.spark.partition"), compacted,
+                        restamp_ms=plan.created_ms)
         for rp, verdict in checks.verdicts.items():
             verdict.timestamps_compared = rp[0] not in no_timestamps
             if rp in found:
@@ -640,6 +654,7 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
                              f"LogAppendTime on the target)" for t in sorted(no_timestamps)]
         validation.notes += [f"{t}: compacted on the target; the newest record of each key "
                              f"is compared" for t in sorted(compacted)]
+    validation.notes += restamp_notes(plan, result)
     source_ends = {tp: w.high for tp, w in probe_watermarks(
         config.cluster(flow.source), [(r.topic, r.partition) for r in plan.ranges]).items()}
     verdict_list = sorted(checks.verdicts.values(), key=lambda v: (v.topic, v.partition))
@@ -670,6 +685,7 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
     validation.failures = [p for v in verdict_list for p in v.problems()]
     validation.failures += [p for c in validation.checkpoints if (p := c.problem())]
     validation.failures += chain_findings(plan, checks.chains)
+    validation.failures += [f for r in result.get("ranges", []) for f in range_findings(r)]
     for v in verdict_list:
         if v.lost is None:
             continue

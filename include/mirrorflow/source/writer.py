@@ -11,7 +11,8 @@ the records enter Python once, as Arrow batches, and leave through a librdkafka 
    offsets ``offsets.retention.minutes`` (7 days) after their last commit, so a plan
    left pending longer has none: then the plan's span records (compacted, never expired,
    read by the driver: ``WriteTask.written_until``) say where its writing stopped.
-3. **Write** the rest in source order (key, value, headers, timestamp), a transaction
+3. **Write** the rest in source order (key, value, headers, timestamp: one at or before
+   the epoch is written as the plan's time, see :func:`digests.restamp`), a transaction
    per ``chunk_records`` records or ``chunk_bytes`` bytes. Each transaction also carries
    its span records and the new resume position, so data and position commit together.
 
@@ -44,7 +45,8 @@ from typing import Any
 from mirrorflow.config.model import ClusterConfig
 from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka import clients
-from mirrorflow.quality.digests import RangeDigest
+from mirrorflow.quality.digests import RangeDigest, restamp
+from mirrorflow.quality.sync_check import shifted
 from mirrorflow.source import ledger
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,7 @@ class WriteTask:
     exactly_once: str = "requested"
     chunk_records: int = 100_000
     written_until: int = 0  # the plan's spans: the next upstream offset earlier attempts left
+    restamp_ms: int = 0  # the plan's time: what a timestamp at or before the epoch becomes
 
     @property
     def source_alias(self) -> str:
@@ -160,6 +163,7 @@ class RangeResult:
     last_downstream: int | None = None
     transactional: bool = False
     at_least_once: str | None = None  # why this range was written without transactions
+    restamped: int = 0  # records whose timestamp (<= 0) was written as the plan's time
     gaps: list[tuple[int, int]] = field(default_factory=list)
     record_age_ms: dict[str, float] | None = None
     replication_latency_ms: dict[str, float] | None = None
@@ -280,7 +284,8 @@ class PartitionWriter:
         first = int(np.searchsorted(offsets, self._next))
         if first == batch.num_rows:
             return
-        batch = batch.slice(first)
+        batch, restamped = restamp(batch.slice(first), self.task.restamp_ms)
+        self.result.restamped += restamped
         if not self._start_checked:
             self._check_start(int(batch.column("offset")[0].as_py()))
         received = TimestampStats()
@@ -352,8 +357,7 @@ class PartitionWriter:
         piece = _Slice(batch, upstream, careful, _payload_bytes(batch))
         keys = batch.column("key").to_pylist()
         values = batch.column("value").to_pylist()
-        millis = pc.fill_null(pc.divide(batch.column("timestamp").cast(pa.int64()), 1000), 0)
-        stamps = millis.to_pylist()
+        stamps = pc.divide(batch.column("timestamp").cast(pa.int64()), 1000).to_pylist()
         headers = _header_lists(batch.column("headers"))
         every = careful or not self.result.transactional
         produce, poll = self._producer.produce, self._producer.poll
@@ -428,8 +432,11 @@ class PartitionWriter:
                 self._commit_position_without_transaction(position)
         except KafkaException as exc:
             raise self._transaction_failed(exc.args[0]) from None
+        # The proof's digests place each record where its span's syncs say, so a wrong
+        # sync fails the proof instead of sending a consumer astray after failover.
+        syncs = [pair for span in spans for pair in span.syncs]
         for piece in self._txn:
-            self._digest.add(piece.upstream, piece.downstream(), piece.batch)
+            self._digest.add(piece.upstream, shifted(syncs, piece.upstream), piece.batch)
         for span in spans:
             self.result.spans.append(span.value().decode())
             self.result.records_written += span.records

@@ -20,6 +20,7 @@ from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import digests
+from mirrorflow.quality.sync_check import SpanClaim
 from mirrorflow.source import ledger
 from mirrorflow.source.history import merge_spans
 from mirrorflow.source.plan import Plan
@@ -48,7 +49,7 @@ def write_tasks(flow: FlowConfig, plan: Plan,
     return [WriteTask(flow.name, plan.plan_id, r.topic, r.partition, r.remote_topic, r.start,
                       r.end, r.max_message_bytes, flow.get("failOnDataLoss"),
                       flow.get("exactly.once.support"), flow.get("mirrorflow.transaction.records"),
-                      written.get((r.topic, r.partition), r.start))
+                      written.get((r.topic, r.partition), r.start), plan.created_ms)
             for r in plan.ranges]
 
 
@@ -146,10 +147,13 @@ def plan_result(config: MirrorConfig, flow: FlowConfig, plan: Plan,
             "owned": [list(s) for s in merge_spans(
                 (s.downstream_first, s.downstream_last) for s in mine)],
             "syncs": [list(s) for s in ledger.merged_syncs(mine)],
+            "spans": [SpanClaim(s.upstream_first, s.upstream_last, s.downstream_first,
+                                s.downstream_last, s.records, s.syncs).to_list() for s in mine],
             "gaps": [list(g) for g in gaps],
             "resumed_from": done.get("resumed_from", r.start),
             "transactional": done.get("transactional", True),
             "at_least_once": done.get("at_least_once"),
+            "restamped": done.get("restamped", 0),
             "record_age_ms": done.get("record_age_ms"),
             "replication_latency_ms": done.get("replication_latency_ms"),
             "write_seconds": done.get("write_seconds", 0.0),
