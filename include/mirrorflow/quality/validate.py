@@ -510,15 +510,22 @@ def _completeness_suite(gx):
                                      description="Every checked remote partition was read."),
         e.ExpectColumnSumToBeBetween(column="source_records", min_value=planned,
                                      max_value=planned,
-                                     description="The source holds the records the mirror "
-                                                 "wrote."),
+                                     description="The planned ranges' source records: counted "
+                                                 "by the writer from what Spark's Kafka source "
+                                                 "read (a range one attempt wrote whole), "
+                                                 "else read from the source again."),
         e.ExpectColumnPairValuesToBeEqual(column_A="target_records", column_B="source_records",
-                                          description="Record count on the target equals "
+                                          description="The flow's records on the target "
+                                                      "(read read_committed) are as many as "
                                                       "the source's, range by range."),
         e.ExpectColumnPairValuesToBeEqual(column_A="target_digest", column_B="source_digest",
-                                          description="Digests of key, value, headers and "
-                                                      "timestamp, each at the remote offset "
-                                                      "the offset syncs claim, are equal."),
+                                          description="Per range, the XOR of xxhash64 of "
+                                                      "key, value, headers and timestamp "
+                                                      "with the remote offset is equal on "
+                                                      "both sides: every source record sits "
+                                                      "where its span's offset syncs put it "
+                                                      "(timestamps left out on LogAppendTime "
+                                                      "topics; 0 and -1 as the plan's time)."),
         *[e.ExpectColumnValuesToBeInSet(column=name, value_set=[0], description=meaning)
           for name, meaning in FINDINGS.items()],
     ]:
