@@ -209,13 +209,14 @@ def interrupt_a_plan(config, flow_name: str, records: list, written: int) -> Non
     from test_writer import batch_of
 
     from mirrorflow.source.plan import plan_run
-    from mirrorflow.source.writer import PartitionWriter, WriteTask
+    from mirrorflow.source.writer import SlotWriter, WriteTask
 
     plan, _ = plan_run(config, config.flow(flow_name), "interrupted")
     source, target = flow_name.split("->")
-    writer = PartitionWriter(WriteTask(flow_name, plan.plan_id, "orders", 0, f"{source}.orders",
-                                       0, len(records), chunk_records=150),
-                             config.cluster(target), config.cluster(source))
+    writer = SlotWriter([WriteTask(flow_name, plan.plan_id, "orders", 0, f"{source}.orders",
+                                   0, len(records), chunk_records=150,
+                                   slot=plan.ranges[0].slot)],
+                        config.cluster(target), config.cluster(source))
     writer.open()
     writer.write_batch(batch_of(records[:written], list(range(written))))
 

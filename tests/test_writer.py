@@ -12,9 +12,10 @@ from confluent_kafka import Producer
 
 from helpers.kafka import create_topic, delete_records, produce, read_partition, varied_records
 from mirrorflow.config.model import parse_config
-from mirrorflow.errors import DataLossError
+from mirrorflow.errors import DataLossError, MirrorflowError
+from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.source import ledger
-from mirrorflow.source.writer import PartitionWriter, WriteError, WriteTask
+from mirrorflow.source.writer import SlotWriter, WriteError, WriteTask
 
 pytestmark = pytest.mark.broker
 
@@ -55,10 +56,10 @@ def clusters(bootstraps: dict[str, str], extra: str = ""):
 
 
 def new_writer(bootstraps: dict[str, str], start: int, end: int, plan_id: str = "plan-1",
-               chunk: int = 100_000, extra: str = "", **task) -> PartitionWriter:
+               chunk: int = 100_000, extra: str = "", **task) -> SlotWriter:
     target, source = clusters(bootstraps, extra)
-    writer = PartitionWriter(WriteTask("a->b", plan_id, "orders", 0, "a.orders", start, end,
-                                       chunk_records=chunk, **task), target, source)
+    writer = SlotWriter([WriteTask("a->b", plan_id, "orders", 0, "a.orders", start, end,
+                                   chunk_records=chunk, **task)], target, source)
     writer.open()
     return writer
 
@@ -71,7 +72,7 @@ def test_writes_records_identically_with_spans_and_position(two_clusters) -> Non
     # Upstream offsets with gaps (a compacted source): 0, 2, 4, ..., 498, then 500..749.
     writer.write_batch(batch_of(records[:250], list(range(0, 500, 2))))
     writer.write_batch(batch_of(records[250:], list(range(500, 750))))
-    result = writer.close()
+    result = writer.close()[0]
     assert result.transactional and result.records_written == 500
     assert read_partition(b, "a.orders", 0) == records
     spans = ledger.read_spans(clusters(two_clusters)[0], "a", "plan-1")[("orders", 0)]
@@ -96,9 +97,10 @@ def test_resume_after_crash_writes_each_record_once(two_clusters) -> None:
     crashed._producer.flush(10)  # the open chunk reached the broker, uncommitted
     # The task dies here. A retry of the same range fences it and resumes.
     retry = new_writer(two_clusters, 0, 1000, chunk=300)
-    assert retry.result.resumed_from == 600  # the position committed with chunk two
+    # The position committed with chunk two:
+    assert retry.ranges[("orders", 0)].result.resumed_from == 600
     retry.write_batch(batch_of(records, list(range(1000))))
-    result = retry.close()
+    result = retry.close()[0]
     # read_committed hides the aborted 100; the retry wrote them again, and the rest.
     assert result.records_written == 400
     assert read_partition(b, "a.orders", 0) == records
@@ -114,9 +116,9 @@ def test_a_new_plan_starts_at_its_range_not_at_an_old_position(two_clusters) -> 
     first.close()
     # After a reset to earliest the next plan covers 0..19 again: it writes all of them.
     again = new_writer(two_clusters, 0, 20, plan_id="plan-2")
-    assert again.result.resumed_from == 0
+    assert again.ranges[("orders", 0)].result.resumed_from == 0
     again.write_batch(batch_of(records, list(range(20))))
-    assert again.close().records_written == 20
+    assert again.close()[0].records_written == 20
 
 
 @pytest.mark.parametrize("count", [100, 50_000], ids=["at-commit", "while-producing"])
@@ -177,7 +179,7 @@ def test_another_producer_in_the_remote_partition_is_left_out_of_the_spans(
 
     writer._producer = Interleaved()
     writer.write_batch(batch_of(records, list(range(2000))))
-    result = writer.close()
+    result = writer.close()[0]
     assert writer.careful and result.records_written == 2000
     landed = read_partition(b, "a.orders", 0, with_offsets=True)
     mine = [r for r in landed if r[2] != b"other"]
@@ -212,7 +214,7 @@ def test_retention_gap_is_recorded_when_data_loss_is_accepted(two_clusters) -> N
     retention_before_30(two_clusters)
     writer = new_writer(two_clusters, 10, 100, fail_on_data_loss=False)
     writer.write_batch(batch_of(varied_records(70, 30), list(range(30, 100))))
-    result = writer.close()
+    result = writer.close()[0]
     assert result.gaps == [(10, 30)] and result.records_written == 70
 
 
@@ -222,5 +224,74 @@ def test_a_compaction_gap_at_the_start_is_not_data_loss(two_clusters) -> None:
     produce(two_clusters["a"], "orders", varied_records(100), 1)  # log start stays 0
     writer = new_writer(two_clusters, 10, 100)
     writer.write_batch(batch_of(varied_records(70, 30), list(range(30, 100))))
-    result = writer.close()
+    result = writer.close()[0]
     assert result.gaps == [] and result.records_written == 70
+
+
+def slot_writer(bootstraps: dict[str, str], ranges: list[tuple[str, int, int]],
+                plan_id: str = "plan-1", chunk: int = 100_000) -> SlotWriter:
+    """One slot's writer over ``(topic, partition, end)`` ranges from offset 0."""
+    target, source = clusters(bootstraps)
+    writer = SlotWriter([WriteTask("a->b", plan_id, t, p, f"a.{t}", 0, end, chunk_records=chunk,
+                                   slot=3) for t, p, end in ranges], target, source)
+    writer.open()
+    return writer
+
+
+def test_one_transaction_spans_every_range_of_a_slot(two_clusters) -> None:
+    """Three ranges of two topics in one slot: one batch holding all of them (as Spark's
+    Arrow batches cross its input partitions), one transaction, one commit with the spans
+    and resume positions of all three; a batch of a range dealt elsewhere is refused."""
+    b = two_clusters["b"]
+    create_topic(b, "a.orders", 2)
+    create_topic(b, "a.clicks", 1)
+    records = varied_records(9)
+    writer = slot_writer(two_clusters, [("orders", 0, 3), ("orders", 1, 3), ("clicks", 0, 3)])
+    batch = pa.concat_batches([batch_of(records[0:3], [0, 1, 2]),
+                               batch_of(records[3:6], [0, 1, 2], partition=1),
+                               batch_of(records[6:9], [0, 1, 2], topic="clicks")])
+    writer.write_batch(batch)
+    results = writer.close()
+    assert [(r.topic, r.partition, r.records_written, r.first_downstream, r.last_downstream)
+            for r in results] == [("orders", 0, 3, 0, 2), ("orders", 1, 3, 0, 2),
+                                  ("clicks", 0, 3, 0, 2)]
+    assert read_partition(b, "a.orders", 0) == records[0:3]
+    assert read_partition(b, "a.orders", 1) == records[3:6]
+    assert read_partition(b, "a.clicks", 0) == records[6:9]
+    # One transaction: a single commit marker after each partition's records.
+    assert {tp: w.high for tp, w in probe_watermarks(
+        clusters(two_clusters)[0], [("a.orders", 0), ("a.orders", 1), ("a.clicks", 0)]
+    ).items()} == {("a.orders", 0): 4, ("a.orders", 1): 4, ("a.clicks", 0): 4}
+    assert ledger.read_resume(clusters(two_clusters)[0], "a", [
+        ("a.orders", 0), ("a.orders", 1), ("a.clicks", 0)]) == {
+        tp: ledger.Resume("plan-1", 3) for tp in [("a.orders", 0), ("a.orders", 1),
+                                                   ("a.clicks", 0)]}
+    other = slot_writer(two_clusters, [("orders", 0, 3)], plan_id="plan-2")
+    with pytest.raises(MirrorflowError, match=r"write slot 3 got records of clicks\[0\], "
+                                              r"which the plan dealt elsewhere"):
+        other.write_batch(batch_of(records[6:9], [0, 1, 2], topic="clicks"))
+    other.abort()
+
+
+def test_a_retry_with_fewer_ranges_in_the_slot_fences_the_zombie(two_clusters) -> None:
+    """An attempt's slot writer committed one range and hangs inside the transaction of
+    the next; the retry's slot holds only the unfinished range (the driver skips what is
+    done), yet its producer fences the zombie: each record lands once."""
+    b = two_clusters["b"]
+    create_topic(b, "a.orders", 2)
+    records = varied_records(200)
+    zombie = slot_writer(two_clusters, [("orders", 0, 100), ("orders", 1, 100)], chunk=100)
+    zombie.write_batch(batch_of(records[:100], list(range(100))))  # committed: 100 records
+    zombie.write_batch(batch_of(records[100:150], list(range(50)), partition=1))  # open
+    zombie._producer.flush(10)
+    retry = slot_writer(two_clusters, [("orders", 1, 100)], chunk=100)
+    assert retry.ranges[("orders", 1)].result.resumed_from == 0
+    with pytest.raises(WriteError, match=r"writing orders\[1\] -> a\.orders\[1\]: the "
+                                         r"transaction of upstream offsets 0\.\.99 failed: "
+                                         r".*fenced by newer producer instance"):
+        zombie.write_batch(batch_of(records[150:], list(range(50, 100)), partition=1))
+        zombie.close()
+    retry.write_batch(batch_of(records[100:], list(range(100)), partition=1))
+    assert [r.records_written for r in retry.close()] == [100]
+    assert read_partition(b, "a.orders", 0) == records[:100]
+    assert read_partition(b, "a.orders", 1) == records[100:]

@@ -415,7 +415,19 @@ _SPECS = [
         "100000",
         _as_positive_int,
         "Records per writer transaction (also bounded to 64 MiB): each commits its records "
-        "with the range's resume position, so a retry redoes at most one transaction.",
+        "with their ranges' resume positions, so a retry redoes at most one transaction.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.write.tasks",
+        "8",
+        _as_positive_int,
+        "Write tasks per run at most: the plan deals its ranges out to this many slots, "
+        "balanced by size, and each slot's ranges are written by one Spark task with one "
+        "transactional producer (a transactional id per flow and slot) whose "
+        "transactions span all of them. A slot's ranges stay in it for every attempt of "
+        "the plan, so a retry fences each zombie. More than Spark's cores costs a producer "
+        "and a commit per extra task; fewer leaves cores idle on few large ranges.",
         origin="mirrorflow",
     ),
     PropertySpec(

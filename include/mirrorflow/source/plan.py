@@ -62,11 +62,30 @@ class Range:
     remote_topic: str
     target_start: int
     max_message_bytes: int | None = None  # the remote topic's max.message.bytes
+    slot: int = 0  # the write task (and transactional id) that writes it in every attempt
 
     @property
     def size(self) -> int:
         """Offsets in the range (records, plus any gaps of compaction or markers)."""
         return self.end - self.start
+
+
+def deal(ranges: list[Range], slots: int) -> list[Range]:
+    """The ranges dealt out to ``slots`` write slots, largest first to the least loaded
+    (so a few large ranges get a task each, and many small ones share few). A slot keeps
+    to remote topics of one ``max.message.bytes`` while there is room (its producer
+    batches at the smallest of its topics' limits)."""
+    unset = object()
+    loads, limits = [0] * slots, [unset] * slots
+    out = list(ranges)
+    for i in sorted(range(len(out)), key=lambda i: (-out[i].size, i)):
+        limit = out[i].max_message_bytes
+        fits = [s for s in range(slots) if limits[s] is unset or limits[s] == limit]
+        slot = min(fits or range(slots), key=lambda s: (loads[s], s))
+        limits[slot] = limit if limits[slot] is unset else limits[slot]
+        loads[slot] += out[i].size
+        out[i] = replace(out[i], slot=slot)
+    return out
 
 
 @dataclass(frozen=True)
@@ -449,7 +468,8 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     return Plan(
         plan_id=f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}",
         flow=flow.name, run_id=run_id, created_ms=int(time.time() * 1000),
-        ranges=tuple(ranges), gaps=tuple(gaps), topic_ids=ids, breaks=tuple(breaks),
+        ranges=tuple(deal(ranges, flow.get("mirrorflow.write.tasks"))), gaps=tuple(gaps),
+        topic_ids=ids, breaks=tuple(breaks),
         isolation=source.isolation_level(),
     )
 

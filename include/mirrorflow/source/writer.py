@@ -1,20 +1,29 @@
-"""Writing one planned range to its remote partition, exactly once.
+"""Writing the planned ranges of one write slot to their remote partitions, exactly once.
 
-A writer runs in the Spark task that reads its range (:mod:`mirrorflow.spark.mirror`):
-the records enter Python once, as Arrow batches, and leave through a librdkafka producer.
+A plan deals its ranges out to ``mirrorflow.write.tasks`` slots (``Range.slot``, the same
+in every attempt of the plan). One Spark task reads a slot's ranges one after another
+(:mod:`mirrorflow.spark.mirror`): the records enter Python once, as Arrow batches, and
+leave through one librdkafka producer, whose transactions span all of the slot's ranges.
+So a run's cost follows its records and slots, not its partitions: a thousand partitions
+with a trickle each cost a few transactions, not a thousand.
 
-1. **Fence**: the producer's ``transactional.id`` is fixed per remote partition and flow,
-   so ``init_transactions`` aborts a zombie's open transaction and stops it writing.
-2. **Resume**: the remote partition's resume position (:mod:`mirrorflow.source.ledger`), read
-   after fencing, says which upstream offset this plan's writing reached; records below
-   it are already on the target and are skipped. Kafka deletes a member-less group's
+1. **Fence**: the producer's ``transactional.id`` is fixed per flow and slot
+   (``mirrorflow|<flow>|write-<slot>``), so ``init_transactions`` aborts the open
+   transaction of any earlier writer of the same ranges (a zombie of an earlier attempt
+   of the plan) and stops it writing. A zombie of an earlier plan had its ranges' slot
+   fenced by the attempt that completed that plan, before it could commit.
+2. **Resume**: each remote partition's resume position (:mod:`mirrorflow.source.ledger`),
+   read for all of the slot's ranges in one request after fencing, says which upstream
+   offset this plan's writing reached; records below it are already on the target and
+   are skipped. Kafka deletes a member-less group's
    offsets ``offsets.retention.minutes`` (7 days) after their last commit, so a plan
    left pending longer has none: then the plan's span records (compacted, never expired,
    read by the driver: ``WriteTask.written_until``) say where its writing stopped.
 3. **Write** the rest in source order (key, value, headers, timestamp: one at or before
    the epoch is written as the plan's time, see :func:`digests.restamp`), a transaction
-   per ``chunk_records`` records or ``chunk_bytes`` bytes. Each transaction also carries
-   its span records and the new resume position, so data and position commit together.
+   per ``chunk_records`` records or ``chunk_bytes`` bytes, whichever ranges they belong
+   to. Each transaction also carries the span records and the new resume position of
+   every range it wrote to, so data and positions commit together.
 
 Records are produced straight from the Arrow batch. Normally only the first and last
 record of each produced slice carry a delivery callback: a slice's remote offsets are
@@ -29,7 +38,7 @@ retention either fails the write, naming the offsets (``failOnDataLoss = true``)
 recorded as a gap of the range's result.
 
 Where the target refuses transactions and ``exactly.once.support = requested``, the
-writer falls back to an idempotent producer and commits spans and position after each
+writer falls back to an idempotent producer and commits spans and positions after each
 chunk: at-least-once (a crash between a chunk and its position writes the chunk again,
 which the completeness check then reports as duplicates); ``required`` fails instead.
 """
@@ -48,6 +57,7 @@ from mirrorflow.kafka import clients
 from mirrorflow.quality.digests import RangeDigest, restamp
 from mirrorflow.quality.sync_check import shifted
 from mirrorflow.source import ledger
+from mirrorflow.source.write_stats import AgeStats, TimestampStats
 
 log = logging.getLogger(__name__)
 
@@ -86,64 +96,11 @@ class WriteTask:
     chunk_records: int = 100_000
     written_until: int = 0  # the plan's spans: the next upstream offset earlier attempts left
     restamp_ms: int = 0  # the plan's time: what a timestamp at or before the epoch becomes
+    slot: int = 0  # the plan's write slot for the range (Range.slot)
 
     @property
     def source_alias(self) -> str:
         return self.flow.split("->", 1)[0]
-
-
-@dataclass
-class TimestampStats:
-    """Record timestamps (ms) of records not yet measured: count, min, max, sum."""
-
-    count: int = 0
-    min: float = float("inf")
-    max: float = float("-inf")
-    total: float = 0.0
-
-    def add_column(self, column) -> None:
-        """Fold an Arrow timestamp column in (nulls skipped)."""
-        import pyarrow.compute as pc
-
-        micros = column.cast("int64")
-        n = len(micros) - micros.null_count
-        if not n:
-            return
-        bounds = pc.min_max(micros).as_py()
-        self.count += n
-        self.min = min(self.min, bounds["min"] / 1000)
-        self.max = max(self.max, bounds["max"] / 1000)
-        self.total += pc.sum(micros).as_py() / 1000
-
-    def merged(self, other: TimestampStats) -> TimestampStats:
-        return TimestampStats(self.count + other.count, min(self.min, other.min),
-                              max(self.max, other.max), self.total + other.total)
-
-
-@dataclass
-class AgeStats:
-    """min, max and sum of (a moment - record timestamp) in ms, folded batch by batch from
-    each batch's timestamp min, max and sum (no per-record Python work)."""
-
-    count: int = 0
-    min: float | None = None
-    max: float | None = None
-    total: float = 0.0
-
-    def add(self, at_ms: float, ts: TimestampStats) -> None:
-        if not ts.count:
-            return
-        young, old = at_ms - ts.max, at_ms - ts.min
-        self.min = young if self.min is None else min(self.min, young)
-        self.max = old if self.max is None else max(self.max, old)
-        self.total += ts.count * at_ms - ts.total
-        self.count += ts.count
-
-    def summary(self) -> dict[str, float] | None:
-        if not self.count:
-            return None
-        return {"min": round(self.min, 1), "max": round(self.max, 1),
-                "avg": round(self.total / self.count, 1)}
 
 
 @dataclass
@@ -179,174 +136,226 @@ class RangeResult:
         return asdict(self)
 
 
-def transactional_id(flow_name: str, remote_topic: str, partition: int) -> str:
-    """Fixed per flow and remote partition: a new writer fences every earlier one."""
-    return f"mirrorflow|{flow_name}|{remote_topic}|{partition}"
+def transactional_id(flow_name: str, slot: int) -> str:
+    """Fixed per flow and write slot: a plan deals each range to the same slot in every
+    attempt, so a new writer of a range fences every earlier one."""
+    return f"mirrorflow|{flow_name}|write-{slot}"
 
 
-class PartitionWriter:
-    """Writes one range (see the module's note). Use: open(), write_batch()..., close()."""
+class _Range:
+    """One range's state inside a :class:`SlotWriter`."""
 
-    def __init__(self, task: WriteTask, target: ClusterConfig, source: ClusterConfig,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+    def __init__(self, task: WriteTask) -> None:
         self.task = task
-        self.target = target
-        self.source = source
-        self.chunk_records = task.chunk_records
-        self.chunk_bytes = chunk_bytes
         self.result = RangeResult(task.topic, task.partition, task.remote_topic, task.start,
                                   task.end)
-        self.careful = False  # a callback per record, once another producer interleaved
-        self._producer = None
-        self._group = None
-        self._next = task.start  # the next upstream offset to write
-        self._start_checked = False
-        self._txn: list[_Slice] = []  # this transaction's slices, in order
-        self._txn_records = 0
-        self._txn_bytes = 0
-        self._spans_topic = ledger.spans_topic(task.source_alias)
+        self.next = task.start  # the next upstream offset to write
+        self.start_checked = False
+        self.seen = False  # records of it reached the writer
+        self.txn: list[_Slice] = []  # its slices in the open transaction, in order
         # Metrics: a record's age when the writer gets it, and when its write is committed.
-        self._age = AgeStats()
-        self._latency = AgeStats()
-        self._uncommitted = TimestampStats()
-        self._opened = 0.0
-        self._fatal = None  # librdkafka's fatal error (a newer writer fenced this one)
-        self._digest = RangeDigest(task.start)
+        self.age = AgeStats()
+        self.latency = AgeStats()
+        self.uncommitted = TimestampStats()
+        self.digest = RangeDigest(task.start)
 
     @property
     def where(self) -> str:
         return (f"{self.task.topic}[{self.task.partition}] -> "
                 f"{self.task.remote_topic}[{self.task.partition}]")
 
+
+class SlotWriter:
+    """Writes the ranges of one write slot (see the module's note) with one producer.
+    Use: open(), write_batch()..., close()."""
+
+    def __init__(self, tasks: list[WriteTask], target: ClusterConfig, source: ClusterConfig,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+        if not tasks or len({(t.flow, t.slot) for t in tasks}) != 1:
+            raise MirrorflowError("a slot writer takes the ranges of one flow's one slot")
+        self.tasks = tasks
+        self.target = target
+        self.source = source
+        self.chunk_records = tasks[0].chunk_records
+        self.chunk_bytes = chunk_bytes
+        self.ranges = {(t.topic, t.partition): _Range(t) for t in tasks}
+        self.transactional = False
+        self.at_least_once: str | None = None  # why the slot writes without transactions
+        self.careful = False  # a callback per record, once another producer interleaved
+        self._producer = None
+        self._group = None
+        self._txn_records = 0
+        self._txn_bytes = 0
+        self._spans_topic = ledger.spans_topic(tasks[0].source_alias)
+        self._opened = 0.0
+        self._fatal = None  # librdkafka's fatal error (a newer writer fenced this one)
+
+    @property
+    def where(self) -> str:
+        first = next(iter(self.ranges.values())).where
+        more = len(self.ranges) - 1
+        return first + (f" (and {more} more ranges of write slot {self.tasks[0].slot})"
+                        if more else "")
+
     # -- lifecycle
     def open(self) -> None:
-        """Fence earlier writers, then find where this plan's writing stopped."""
+        """Fence earlier writers of the slot, then find where the plan's writing of each
+        range stopped (one request for all of them)."""
         from confluent_kafka import KafkaException, Producer
 
         self._opened = time.monotonic()
+        task = self.tasks[0]
         settings = {**_PRODUCER_DEFAULTS,
                     **clients.client_config(self.target, "producer"), "enable.idempotence": True}
-        if self.task.max_message_bytes:
-            # The remote topic's limit on a record batch is the producer's on a message set.
-            settings["message.max.bytes"] = min(int(settings["message.max.bytes"]),
-                                                self.task.max_message_bytes)
-        txn_id = transactional_id(self.task.flow, self.task.remote_topic, self.task.partition)
-        where = f"cluster {self.target.alias!r}, writing {self.task.remote_topic}" \
-                f"[{self.task.partition}]"
+        limits = [t.max_message_bytes for t in self.tasks if t.max_message_bytes]
+        if limits:
+            # The remote topics' limit on a record batch is the producer's on a message set.
+            settings["message.max.bytes"] = min(int(settings["message.max.bytes"]), *limits)
+        txn_id = transactional_id(task.flow, task.slot)
+        where = f"cluster {self.target.alias!r}, writing {self.where}"
         producer = clients.new_client(Producer, {
             "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, **settings,
             "transactional.id": txn_id, "error_cb": self._on_error}, where)
         try:
             producer.init_transactions(TIMEOUT_S)
-            self.result.transactional = True
+            self.transactional = True
         except KafkaException as exc:
             if not clients.refuses_transactions(exc.args[0]):
                 raise WriteError(f"{where}: cannot start transactions: "
                                  f"{exc.args[0].str()}") from None
-            if self.task.exactly_once == "required":
+            if task.exactly_once == "required":
                 raise WriteError(
                     f"exactly.once.support = required, but cluster {self.target.alias!r} "
-                    f"refuses transactions for {self.task.remote_topic}[{self.task.partition}]"
-                    f": {exc.args[0].str()}") from None
+                    f"refuses transactions ({txn_id}) for {self.where}: "
+                    f"{exc.args[0].str()}") from None
             log.warning("transactions unavailable for %s (%s); writing at-least-once with an "
                         "idempotent producer", where, exc.args[0].str())
-            self.result.at_least_once = (f"cluster {self.target.alias!r} refuses "
-                                         f"transactions: {exc.args[0].str()}")
+            self.at_least_once = (f"cluster {self.target.alias!r} refuses "
+                                  f"transactions: {exc.args[0].str()}")
             producer = clients.new_client(Producer, settings, where)
         self._producer = producer
-        consumer = ledger.progress_consumer(self.target, self.task.source_alias)
+        consumer = ledger.progress_consumer(self.target, task.source_alias)
         try:
             self._group = consumer.consumer_group_metadata()
-            remote = (self.task.remote_topic, self.task.partition)
-            resume = ledger.committed_resume(consumer, self.target, [remote]).get(remote)
+            resume = ledger.committed_resume(
+                consumer, self.target, [(t.remote_topic, t.partition) for t in self.tasks])
         finally:
             consumer.close()
-        self._next = max(self.task.written_until, self.task.start)
-        if resume is not None and resume.plan_id == self.task.plan_id:
-            self._next = max(resume.next_upstream, self._next)
-        self.result.resumed_from = self._next
-        if self._next > self.task.start:
-            log.info("%s: resuming at upstream offset %d (earlier attempts wrote %d..%d)",
-                     self.where, self._next, self.task.start, self._next - 1)
+        for state in self.ranges.values():
+            t = state.task
+            state.next = max(t.written_until, t.start)
+            position = resume.get((t.remote_topic, t.partition))
+            if position is not None and position.plan_id == t.plan_id:
+                state.next = max(position.next_upstream, state.next)
+            state.result.resumed_from = state.next
+            state.result.transactional = self.transactional
+            state.result.at_least_once = self.at_least_once
+            if state.next > t.start:
+                log.info("%s: resuming at upstream offset %d (earlier attempts wrote %d..%d)",
+                         state.where, state.next, t.start, state.next - 1)
         self._begin()
 
-    @property
-    def complete(self) -> bool:
-        """Every offset of the range is written (or was, by an earlier attempt)."""
-        return self._next >= self.task.end
-
     def write_batch(self, batch) -> None:
-        """Write the records of one Arrow batch (Spark's Kafka source schema) that are at
-        or past the resume position, in order."""
+        """Write the records of one Arrow batch (Spark's Kafka source schema; the ranges of
+        the slot one after another) that are at or past each range's resume position."""
         import numpy as np
+        import pyarrow.compute as pc
 
-        offsets = batch.column("offset").to_numpy()
-        first = int(np.searchsorted(offsets, self._next))
-        if first == batch.num_rows:
-            return
-        batch, restamped = restamp(batch.slice(first), self.task.restamp_ms)
-        self.result.restamped += restamped
-        if not self._start_checked:
-            self._check_start(int(batch.column("offset")[0].as_py()))
-        received = TimestampStats()
-        received.add_column(batch.column("timestamp"))
-        self._age.add(time.time() * 1000, received)
-        self._uncommitted = self._uncommitted.merged(received)
-        done = 0
-        while done < batch.num_rows:
-            room = max(1, self.chunk_records - self._txn_records)
-            piece = batch.slice(done, room)
-            self._produce(piece)
-            done += piece.num_rows
-            if self._txn_records >= self.chunk_records or self._txn_bytes >= self.chunk_bytes:
-                self._commit()
-                self._begin()
-        self._next = int(offsets[-1]) + 1
+        partitions = batch.column("partition").to_numpy()
+        topics = batch.column("topic")
+        cuts = np.flatnonzero(np.diff(partitions)) + 1
+        if len(pc.unique(topics)) > 1:
+            same = pc.equal(topics.slice(1), topics.slice(0, len(topics) - 1))
+            cuts = np.union1d(cuts, np.flatnonzero(~same.to_numpy(zero_copy_only=False)) + 1)
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), batch.num_rows], strict=True):
+            run = batch.slice(lo, hi - lo)
+            tp = (topics[lo].as_py(), int(partitions[lo]))
+            state = self.ranges.get(tp)
+            if state is None:
+                raise MirrorflowError(f"write slot {self.tasks[0].slot} got records of "
+                                      f"{tp[0]}[{tp[1]}], which the plan dealt elsewhere")
+            self._write_range(state, run)
         self._producer.poll(0)
 
-    def close(self) -> RangeResult:
-        """Commit what is left and return this attempt's figures."""
+    def close(self) -> list[RangeResult]:
+        """Commit what is left and return this attempt's figures of each range it got
+        records of."""
         self._commit()
-        self.result.record_age_ms = self._age.summary()
-        self.result.replication_latency_ms = self._latency.summary()
-        self.result.write_seconds = round(time.monotonic() - self._opened, 3)
-        self.result.source_digest = self._digest.summary(self.task.end)
-        return self.result
+        seconds = round(time.monotonic() - self._opened, 3)
+        out = []
+        for state in self.ranges.values():
+            if not state.seen:
+                continue
+            state.result.record_age_ms = state.age.summary()
+            state.result.replication_latency_ms = state.latency.summary()
+            state.result.write_seconds = seconds
+            state.result.source_digest = state.digest.summary(state.task.end)
+            out.append(state.result)
+        return out
 
     def abort(self) -> None:
         """Best effort after a failure: abort the open transaction."""
-        if self._producer is not None and self.result.transactional:
+        if self._producer is not None and self.transactional:
             try:
                 self._producer.abort_transaction(10)
             except Exception as exc:  # the failure that brought us here matters more
                 log.warning("abort of %s failed: %s", self.where, exc)
 
-    # -- the source's start
-    def _check_start(self, first_offset: int) -> None:
+    # -- one range's records
+    def _write_range(self, state: _Range, batch) -> None:
+        import numpy as np
+
+        state.seen = True
+        offsets = batch.column("offset").to_numpy()
+        first = int(np.searchsorted(offsets, state.next))
+        if first == batch.num_rows:
+            return
+        batch, restamped = restamp(batch.slice(first), state.task.restamp_ms)
+        state.result.restamped += restamped
+        if not state.start_checked:
+            self._check_start(state, int(batch.column("offset")[0].as_py()))
+        received = TimestampStats()
+        received.add_column(batch.column("timestamp"))
+        state.age.add(time.time() * 1000, received)
+        state.uncommitted = state.uncommitted.merged(received)
+        done = 0
+        while done < batch.num_rows:
+            room = max(1, self.chunk_records - self._txn_records)
+            piece = batch.slice(done, room)
+            self._produce(state, piece)
+            done += piece.num_rows
+            if self._txn_records >= self.chunk_records or self._txn_bytes >= self.chunk_bytes:
+                self._commit()
+                self._begin()
+        state.next = int(offsets[-1]) + 1
+
+    def _check_start(self, state: _Range, first_offset: int) -> None:
         """A first record beyond the expected offset: retention, or compaction?"""
-        self._start_checked = True
-        if first_offset <= self._next:
+        state.start_checked = True
+        if first_offset <= state.next:
             return
         from mirrorflow.kafka.watermarks import probe_watermarks
 
-        log_start = probe_watermarks(self.source, [(self.task.topic, self.task.partition)],
+        task = state.task
+        log_start = probe_watermarks(self.source, [(task.topic, task.partition)],
                                      self.source.isolation_level())[
-            (self.task.topic, self.task.partition)].low
-        if log_start <= self._next:
+            (task.topic, task.partition)].low
+        if log_start <= state.next:
             return  # compacted away, or transaction markers: nothing was lost
-        gap = (self._next, min(log_start, first_offset))
-        if self.task.fail_on_data_loss:
+        gap = (state.next, min(log_start, first_offset))
+        if task.fail_on_data_loss:
             raise DataLossError(
-                f"source {self.task.topic}[{self.task.partition}]: offsets {gap[0]}.."
-                f"{gap[1] - 1} of the planned range {self.task.start}..{self.task.end - 1} "
+                f"source {task.topic}[{task.partition}]: offsets {gap[0]}.."
+                f"{gap[1] - 1} of the planned range {task.start}..{task.end - 1} "
                 f"were removed by retention before they were mirrored; nothing after them "
-                f"was written. Set {self.task.flow}.failOnDataLoss = false to skip them")
-        log.warning("data loss on %s: offsets %d..%d skipped", self.where, gap[0], gap[1] - 1)
-        self.result.gaps.append(gap)
+                f"was written. Set {task.flow}.failOnDataLoss = false to skip them")
+        log.warning("data loss on %s: offsets %d..%d skipped", state.where, gap[0], gap[1] - 1)
+        state.result.gaps.append(gap)
 
     # -- producing
-    def _produce(self, batch, careful: bool | None = None) -> None:
-        """Produce one slice inside the open transaction and keep it for the spans."""
+    def _produce(self, state: _Range, batch, careful: bool | None = None) -> None:
+        """Produce one slice of a range inside the open transaction and keep it for the
+        spans."""
         import pyarrow as pa
         import pyarrow.compute as pc
         from confluent_kafka import KafkaError, KafkaException
@@ -359,9 +368,9 @@ class PartitionWriter:
         values = batch.column("value").to_pylist()
         stamps = pc.divide(batch.column("timestamp").cast(pa.int64()), 1000).to_pylist()
         headers = _header_lists(batch.column("headers"))
-        every = careful or not self.result.transactional
+        every = careful or not self.transactional
         produce, poll = self._producer.produce, self._producer.poll
-        topic, partition, last = self.task.remote_topic, self.task.partition, n - 1
+        topic, partition, last = state.task.remote_topic, state.task.partition, n - 1
         for i in range(n):
             callback = (functools.partial(piece.delivered, i)
                         if every or i == 0 or i == last else None)
@@ -376,78 +385,92 @@ class PartitionWriter:
                     poll(0.05)
                 except KafkaException as exc:
                     if exc.args[0].code() == KafkaError._FATAL:  # e.g. fenced: the
-                        self._txn.append(piece)  # transaction failed; learn why
+                        state.txn.append(piece)  # transaction failed; learn why
                         self._serve_fatal()
                         raise self._transaction_failed(exc.args[0]) from None
-                    raise WriteError(f"cannot write {self.task.topic}[{partition}] offset "
+                    raise WriteError(f"cannot write {state.task.topic}[{partition}] offset "
                                      f"{upstream[i]} to {topic}: {exc.args[0].str()}"
-                                     f"{self._size_hint(exc.args[0])}") from None
-        self._txn.append(piece)
+                                     f"{self._size_hint(state, exc.args[0])}") from None
+        state.txn.append(piece)
         self._txn_records += n
         self._txn_bytes += piece.bytes
 
-    def _size_hint(self, error) -> str:
+    @staticmethod
+    def _size_hint(state: _Range, error) -> str:
         from confluent_kafka import KafkaError
 
         if error.code() != KafkaError.MSG_SIZE_TOO_LARGE:
             return ""
-        limit = self.task.max_message_bytes
-        return (f" (the record is larger than {self.task.remote_topic}'s max.message.bytes = "
+        limit, remote = state.task.max_message_bytes, state.task.remote_topic
+        return (f" (the record is larger than {remote}'s max.message.bytes = "
                 f"{limit} on the target; raise it there, then rerun)" if limit else
                 " (raise the target producer's message.max.bytes, then rerun)")
 
     # -- transactions
+    def _open_ranges(self) -> list[_Range]:
+        return [state for state in self.ranges.values() if state.txn]
+
     def _begin(self) -> None:
-        if self.result.transactional:
+        if self.transactional:
             self._producer.begin_transaction()
-        self._txn, self._txn_records, self._txn_bytes = [], 0, 0
+        for state in self.ranges.values():
+            state.txn = []
+        self._txn_records, self._txn_bytes = 0, 0
 
     def _commit(self) -> None:
-        """Wait for the transaction's records, then write its spans and the resume
-        position into it and commit: data, spans and position land together."""
+        """Wait for the transaction's records, then write the spans and resume position of
+        every range in it into it and commit: data, spans and positions land together."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        if not self._txn:
-            if self.result.transactional:
+        touched = self._open_ranges()
+        if not touched:
+            if self.transactional:
                 self._producer.abort_transaction(TIMEOUT_S)
             return
-        spans = self._settle()
+        spans = self._settle(touched)
         if spans is None:  # another producer interleaved: write this transaction again
-            self._redo_carefully()
-            spans = self._settle()
+            self._redo_carefully(touched)
+            spans = self._settle(touched)
             if spans is None:
                 raise WriteError(f"{self.where}: remote offsets of one record are not "
                                  "contiguous with themselves")  # never with a callback each
-        upstream_next = int(self._txn[-1].upstream[-1]) + 1
-        for span in spans:
-            self._producer.produce(self._spans_topic, span.value(), span.key())
-        position = TopicPartition(self.task.remote_topic, self.task.partition, upstream_next,
-                                  metadata=self.task.plan_id)
+        positions = []
+        for state in touched:
+            for span in spans[id(state)]:
+                self._producer.produce(self._spans_topic, span.value(), span.key())
+            positions.append(TopicPartition(
+                state.task.remote_topic, state.task.partition,
+                int(state.txn[-1].upstream[-1]) + 1, metadata=state.task.plan_id))
         try:
-            if self.result.transactional:
-                self._producer.send_offsets_to_transaction([position], self._group, TIMEOUT_S)
+            if self.transactional:
+                self._producer.send_offsets_to_transaction(positions, self._group, TIMEOUT_S)
                 self._producer.commit_transaction(TIMEOUT_S)
             else:
-                self._flush()
-                self._commit_position_without_transaction(position)
+                self._flush(touched)
+                self._commit_positions_without_transaction(positions)
         except KafkaException as exc:
             raise self._transaction_failed(exc.args[0]) from None
-        # The proof's digests place each record where its span's syncs say, so a wrong
-        # sync fails the proof instead of sending a consumer astray after failover.
-        syncs = [pair for span in spans for pair in span.syncs]
-        for piece in self._txn:
-            self._digest.add(piece.upstream, shifted(syncs, piece.upstream), piece.batch)
-        for span in spans:
-            self.result.spans.append(span.value().decode())
-            self.result.records_written += span.records
-            if self.result.first_downstream is None:
-                self.result.first_downstream = span.downstream_first
-            self.result.last_downstream = span.downstream_last
-        self.result.bytes_written += sum(p.bytes for p in self._txn)
-        # Records of a batch that straddles a commit count at the next one: an upper bound.
-        self._latency.add(time.time() * 1000, self._uncommitted)
-        self._uncommitted = TimestampStats()
-        self._txn = []
+        at = time.time() * 1000
+        for state in touched:
+            mine = spans[id(state)]
+            # The proof's digests place each record where its span's syncs say, so a wrong
+            # sync fails the proof instead of sending a consumer astray after failover.
+            syncs = [pair for span in mine for pair in span.syncs]
+            for piece in state.txn:
+                state.digest.add(piece.upstream, shifted(syncs, piece.upstream), piece.batch)
+            result = state.result
+            for span in mine:
+                result.spans.append(span.value().decode())
+                result.records_written += span.records
+                if result.first_downstream is None:
+                    result.first_downstream = span.downstream_first
+                result.last_downstream = span.downstream_last
+            result.bytes_written += sum(p.bytes for p in state.txn)
+            # Records of a batch that straddles a commit count at the next one: an upper
+            # bound.
+            state.latency.add(at, state.uncommitted)
+            state.uncommitted = TimestampStats()
+            state.txn = []
 
     def _on_error(self, error) -> None:
         """librdkafka's error callback: keep a fatal error, which later calls only report
@@ -466,15 +489,19 @@ class PartitionWriter:
             self._fatal = self._fatal or exc.args[0]
 
     def _transaction_failed(self, error) -> WriteError:
-        """The open transaction failed: name its upstream offsets and the cause (the fatal
-        error behind a generic one, e.g. the fencing by a newer writer)."""
+        """The open transaction failed: name its ranges' upstream offsets and the cause
+        (the fatal error behind a generic one, e.g. the fencing by a newer writer)."""
         cause = self._fatal if self._fatal is not None else error
+        touched = self._open_ranges()
+        state = touched[0]
+        more = (f" (and of {len(touched) - 1} more ranges of write slot "
+                f"{self.tasks[0].slot})" if len(touched) > 1 else "")
         return WriteError(
-            f"writing {self.where}: the transaction of upstream offsets "
-            f"{self._txn[0].upstream[0]}..{self._txn[-1].upstream[-1]} failed: "
+            f"writing {state.where}: the transaction of upstream offsets "
+            f"{state.txn[0].upstream[0]}..{state.txn[-1].upstream[-1]}{more} failed: "
             f"{cause.str()}")
 
-    def _flush(self) -> None:
+    def _flush(self, touched: list[_Range]) -> None:
         from confluent_kafka import KafkaException
 
         try:
@@ -490,59 +517,66 @@ class PartitionWriter:
         if remaining:
             raise WriteError(f"writing {self.where}: {remaining} records unacknowledged after "
                              f"{TIMEOUT_S:.0f}s")
-        for piece in self._txn:
-            if piece.error is not None:
-                raise WriteError(f"writing {self.where}: {piece.error}")
+        for state in touched:
+            for piece in state.txn:
+                if piece.error is not None:
+                    raise WriteError(f"writing {state.where}: {piece.error}")
 
-    def _settle(self) -> list[ledger.Span] | None:
-        """The transaction's spans (runs of contiguous remote offsets), or None when a
-        slice written with callbacks at its ends only was interleaved."""
+    def _settle(self, touched: list[_Range]) -> dict[int, list[ledger.Span]] | None:
+        """Per range of the transaction (by ``id``), its spans (runs of contiguous remote
+        offsets); None when a slice written with callbacks at its ends only was
+        interleaved."""
         import numpy as np
 
-        self._flush()
-        runs: list[tuple[Any, Any]] = []  # (upstream offsets, downstream offsets)
-        for piece in self._txn:
-            downstream = piece.downstream()
-            if downstream is None:
-                return None
-            breaks = np.flatnonzero(np.diff(downstream) != 1) + 1
-            for up, down in zip(np.split(piece.upstream, breaks), np.split(downstream, breaks),
-                                strict=True):
-                if runs and runs[-1][1][-1] + 1 == down[0]:
-                    runs[-1] = (np.concatenate((runs[-1][0], up)),
-                                np.concatenate((runs[-1][1], down)))
-                else:
-                    runs.append((up, down))
-        return [self._span(up, down) for up, down in runs]
+        self._flush(touched)
+        out = {}
+        for state in touched:
+            runs: list[tuple[Any, Any]] = []  # (upstream offsets, downstream offsets)
+            for piece in state.txn:
+                downstream = piece.downstream()
+                if downstream is None:
+                    return None
+                breaks = np.flatnonzero(np.diff(downstream) != 1) + 1
+                for up, down in zip(np.split(piece.upstream, breaks),
+                                    np.split(downstream, breaks), strict=True):
+                    if runs and runs[-1][1][-1] + 1 == down[0]:
+                        runs[-1] = (np.concatenate((runs[-1][0], up)),
+                                    np.concatenate((runs[-1][1], down)))
+                    else:
+                        runs.append((up, down))
+            out[id(state)] = [_span(state.task, up, down) for up, down in runs]
+        return out
 
-    def _span(self, upstream, downstream) -> ledger.Span:
-        import numpy as np
-
-        delta = downstream - upstream
-        changes = np.concatenate(([0], np.flatnonzero(np.diff(delta)) + 1))
-        return ledger.Span(self.task.plan_id, self.task.topic, self.task.partition,
-                           self.task.remote_topic, int(upstream[0]), int(upstream[-1]),
-                           int(downstream[0]), int(downstream[-1]), len(upstream),
-                           tuple((int(upstream[i]), int(downstream[i])) for i in changes))
-
-    def _redo_carefully(self) -> None:
+    def _redo_carefully(self, touched: list[_Range]) -> None:
         """Abort the transaction and write its slices again, a callback per record."""
-        log.warning("%s: another producer writes to this remote partition; writing with a "
-                    "delivery callback per record from now on", self.where)
+        log.warning("%s: another producer writes to a remote partition of this slot; "
+                    "writing with a delivery callback per record from now on", self.where)
         self.careful = True
-        pieces = self._txn
+        pieces = [(state, state.txn) for state in touched]
         self._producer.abort_transaction(TIMEOUT_S)
         self._begin()
-        for piece in pieces:
-            self._produce(piece.batch, careful=True)
+        for state, slices in pieces:
+            for piece in slices:
+                self._produce(state, piece.batch, careful=True)
 
-    def _commit_position_without_transaction(self, position) -> None:
+    def _commit_positions_without_transaction(self, positions) -> None:
         from confluent_kafka import ConsumerGroupTopicPartitions
 
-        group = ledger.progress_group(self.task.source_alias)
+        group = ledger.progress_group(self.tasks[0].source_alias)
         admin = clients.admin_client(self.target)
-        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [position])],
+        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, positions)],
                                            request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+
+
+def _span(task: WriteTask, upstream, downstream) -> ledger.Span:
+    import numpy as np
+
+    delta = downstream - upstream
+    changes = np.concatenate(([0], np.flatnonzero(np.diff(delta)) + 1))
+    return ledger.Span(task.plan_id, task.topic, task.partition, task.remote_topic,
+                       int(upstream[0]), int(upstream[-1]), int(downstream[0]),
+                       int(downstream[-1]), len(upstream),
+                       tuple((int(upstream[i]), int(downstream[i])) for i in changes))
 
 
 @dataclass

@@ -24,7 +24,7 @@ from mirrorflow.quality.sync_check import SpanClaim
 from mirrorflow.source import ledger
 from mirrorflow.source.history import merge_spans
 from mirrorflow.source.plan import Plan
-from mirrorflow.source.writer import PartitionWriter, WriteTask
+from mirrorflow.source.writer import SlotWriter, WriteTask
 from mirrorflow.spark.kafka_source import for_writer, read_ranges
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def write_tasks(flow: FlowConfig, plan: Plan,
     return [WriteTask(flow.name, plan.plan_id, r.topic, r.partition, r.remote_topic, r.start,
                       r.end, r.max_message_bytes, flow.get("failOnDataLoss"),
                       flow.get("exactly.once.support"), flow.get("mirrorflow.transaction.records"),
-                      written.get((r.topic, r.partition), r.start), plan.created_ms)
+                      written.get((r.topic, r.partition), r.start), plan.created_ms, r.slot)
             for r in plan.ranges]
 
 
@@ -72,23 +72,34 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
         log.info("resume positions not readable yet (%s); every range is read from its "
                  "start and each writer skips what an earlier attempt committed", exc)
         resume = {}
-    reads, pending = [], {}
+    reads: dict[int, list[tuple[str, int, int, int]]] = {}
+    pending = {}
     for task in tasks:
         position = resume.get((task.remote_topic, task.partition))
         start = max(task.start, task.written_until)
         if position is not None and position.plan_id == plan.plan_id:
             start = max(start, position.next_upstream)
         if start < task.end:
-            reads.append((task.topic, task.partition, start, task.end))
+            reads.setdefault(task.slot, []).append((task.topic, task.partition, start,
+                                                    task.end))
             pending[(task.topic, task.partition)] = task
     attempt: list[dict] = []
     if reads:
-        _check_topics_exist(source, {t for t, *_ in reads})
+        _check_topics_exist(source, {t for ranges in reads.values() for t, *_ in ranges})
         ledger.spans_store(target, flow.source, flow.get("replication.factor")).ensure()
         from pyspark.sql import functions as F
 
-        frame = for_writer(read_ranges(spark, source, reads), *digests.writer_columns(F))
-        write = functools.partial(write_partitions, config.text, flow.source, flow.target,
+        # One Spark task per write slot, reading the slot's ranges one after another: a
+        # union of one-partition reads (Spark 4 would otherwise zip children of alike
+        # partitioning into one partition, two slots in a task).
+        frames = [read_ranges(spark, source, ranges) for _, ranges in sorted(reads.items())]
+        frames = [f.coalesce(1) if len(ranges) > 1 else f
+                  for f, (_, ranges) in zip(frames, sorted(reads.items()), strict=True)]
+        if len(frames) > 1:
+            spark.conf.set("spark.sql.unionOutputPartitioning", "false")
+        frame = for_writer(functools.reduce(lambda x, y: x.union(y), frames),
+                           *digests.writer_columns(F))
+        write = functools.partial(write_slot, config.text, flow.source, flow.target,
                                   pending)
         try:
             rows = frame.mapInArrow(write, RESULT_SCHEMA).collect()
@@ -191,10 +202,11 @@ def _check_topics_exist(source, topics: set[str]) -> None:
             "pending plan")
 
 
-def write_partitions(config_text: str, source_alias: str, target_alias: str,
-                     tasks: dict[tuple[str, int], WriteTask], batches: Iterator) -> Iterator:
-    """Runs in a Spark task: write the task's one range, then yield its result. The
-    config's text travels with the function; secrets are resolved here, by the worker."""
+def write_slot(config_text: str, source_alias: str, target_alias: str,
+               tasks: dict[tuple[str, int], WriteTask], batches: Iterator) -> Iterator:
+    """Runs in a Spark task: write the ranges of the task's one write slot, then yield a
+    result per range. The config's text travels with the function; secrets are resolved
+    here, by the worker."""
     import pyarrow as pa
 
     config = parse_config(config_text)
@@ -203,18 +215,16 @@ def write_partitions(config_text: str, source_alias: str, target_alias: str,
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            tp = (batch.column("topic")[0].as_py(), batch.column("partition")[0].as_py())
             if writer is None:
-                writer = PartitionWriter(tasks[tp], config.cluster(target_alias),
-                                         config.cluster(source_alias))
+                tp = (batch.column("topic")[0].as_py(), batch.column("partition")[0].as_py())
+                slot = tasks[tp].slot
+                writer = SlotWriter([t for t in tasks.values() if t.slot == slot],
+                                    config.cluster(target_alias), config.cluster(source_alias))
                 writer.open()
-            elif tp != (writer.task.topic, writer.task.partition):
-                raise MirrorflowError(f"one write task got records of {tp[0]}[{tp[1]}] and "
-                                      f"of {writer.where}")
             writer.write_batch(batch)
         if writer is not None:
-            result = json.dumps(writer.close().to_dict())
-            yield pa.RecordBatch.from_pylist([{"result": result}])
+            yield pa.RecordBatch.from_pylist([{"result": json.dumps(r.to_dict())}
+                                              for r in writer.close()])
     except BaseException:
         if writer is not None:
             writer.abort()
