@@ -71,6 +71,7 @@ MIRRORFLOW_DEFAULTS = {
     "mirrorflow.lease.wait.seconds": 60,
     "mirrorflow.lease.run.timeout.seconds": 900,
     "mirrorflow.transaction.records": 100000,
+    "mirrorflow.write.tasks": 8,
     "mirrorflow.max.records.per.partition": 1_000_000,
     "mirrorflow.records.per.spark.partition": 2_000_000,
     "mirrorflow.validate.fraction": 1.0,

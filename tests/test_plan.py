@@ -10,7 +10,7 @@ from helpers.kafka import config_file, create_topic, delete_records, produce, to
 from mirrorflow.config.model import load_config
 from mirrorflow.errors import DataLossError
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import PlanError, PlanStore, build_plan, plan_run
+from mirrorflow.source.plan import Plan, PlanError, PlanStore, Range, build_plan, deal, plan_run
 
 pytestmark = pytest.mark.broker
 
@@ -147,3 +147,19 @@ def test_replication_factor_minus_one_is_the_brokers_default(two_clusters, tmp_p
         ("orders", 0, 5), ("orders", 1, 5)]
     described = AdminClient({"bootstrap.servers": b}).list_topics(timeout=10).topics
     assert [len(p.replicas) for p in described["a.orders"].partitions.values()] == [1, 1]
+
+
+def test_ranges_are_dealt_to_write_slots_by_size_and_limit() -> None:
+    """Few large ranges get a slot each; many small ones share every slot evenly; a slot
+    keeps to one max.message.bytes while there is room; a plan keeps its slots through
+    JSON (every attempt writes a range with the same transactional id)."""
+    big = [Range("bench", p, 0, 250_000, "a.bench", 0) for p in range(8)]
+    assert sorted(r.slot for r in deal(big, 8)) == list(range(8))
+    small = [Range(f"t{i // 4}", i % 4, 10, 13, f"a.t{i // 4}", 0) for i in range(1000)]
+    dealt = deal(small, 8)
+    assert [sum(1 for r in dealt if r.slot == s) for s in range(8)] == [125] * 8
+    mixed = [Range("a", 0, 0, 100, "a.a", 0, 1_048_588), Range("b", 0, 0, 90, "a.b", 0, 4_194_304),
+             Range("c", 0, 0, 80, "a.c", 0, 1_048_588), Range("d", 0, 0, 70, "a.d", 0, 4_194_304)]
+    assert [r.slot for r in deal(mixed, 2)] == [0, 1, 0, 1]
+    plan = Plan("p", "a->b", "run-1", 0, tuple(dealt[:3]))
+    assert [r.slot for r in Plan.from_json(plan.to_json()).ranges] == [r.slot for r in dealt[:3]]

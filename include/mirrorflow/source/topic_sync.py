@@ -20,6 +20,7 @@ MM2's rules, matched (``MirrorSourceConnector`` in Apache Kafka 3.6+):
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,20 +152,33 @@ def foreign_writers(target: Iterable[TopicAcl], remote_topics: Iterable[str],
 
 
 def describe_configs(cluster: ClusterConfig, topics: Iterable[str]) -> dict[str, dict]:
+    """Each topic's config entries, in one request. A topic a moment old may be unknown
+    to the broker that answers (KRaft brokers learn of it from the metadata log a little
+    after CreateTopics returns): such topics are asked again for up to
+    ``ADMIN_TIMEOUT_S``."""
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    names = list(topics)
-    if not names:
-        return {}
-    admin = clients.admin_client(cluster)
-    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in names])
+    wanted = list(topics)
+    admin = clients.admin_client(cluster) if wanted else None
+    deadline = time.monotonic() + ADMIN_TIMEOUT_S
     out = {}
-    for resource, future in futures.items():
-        try:
-            out[resource.name] = future.result(timeout=ADMIN_TIMEOUT_S)
-        except Exception as exc:
-            raise MetadataSyncError(f"cluster {cluster.alias!r}: cannot describe the configs "
-                                    f"of topic {resource.name!r}: {exc}") from None
+    while wanted:
+        futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in wanted])
+        unknown = []
+        for resource, future in futures.items():
+            try:
+                out[resource.name] = future.result(timeout=ADMIN_TIMEOUT_S)
+            except Exception as exc:
+                if (isinstance(exc, KafkaException) and time.monotonic() < deadline
+                        and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+                    unknown.append(resource.name)
+                    continue
+                raise MetadataSyncError(f"cluster {cluster.alias!r}: cannot describe the "
+                                        f"configs of topic {resource.name!r}: {exc}") from None
+        wanted = unknown
+        if wanted:
+            time.sleep(0.2)
     return out
 
 
