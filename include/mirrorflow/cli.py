@@ -12,7 +12,6 @@ from pathlib import Path
 
 from mirrorflow.config import connect_settings
 from mirrorflow.config.model import FLOW_PROPERTIES, FlowConfig, MirrorConfig, load_config
-from mirrorflow.dev import localcluster
 from mirrorflow.errors import MirrorflowError
 
 EXIT_OK = 0
@@ -94,9 +93,17 @@ def cmd_config_reference(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _state_dir(args: argparse.Namespace) -> Path:
+    from mirrorflow.dev import localcluster
+
+    return Path(args.state_dir or localcluster.DEFAULT_STATE_DIR)
+
+
 def cmd_local(args: argparse.Namespace) -> int:
+    from mirrorflow.dev import localcluster  # development tooling: never loaded by a run
+
     config = load_config(args.config)
-    state_dir = Path(args.state_dir)
+    state_dir = _state_dir(args)
     if args.action == "up":
         for broker in localcluster.up(config, state_dir):
             print(f"{broker.alias}: running on {broker.bootstrap} (pid {broker.pid()}, "
@@ -118,10 +125,11 @@ def cmd_local(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from mirrorflow.dev import localcluster
     from mirrorflow.dev.demo import fill_demo_topic
 
     config = load_config(args.config)
-    for broker in localcluster.up(config, Path(args.state_dir)):
+    for broker in localcluster.up(config, _state_dir(args)):
         print(f"cluster {broker.alias}: {broker.bootstrap}")
     if config.enabled_flows():
         _reachable(config, config.enabled_flows()[0].source)
@@ -267,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "clusters, and its local Spark Connect server")
     local.add_argument("action", choices=["up", "down", "status"])
     local.add_argument("config")
-    local.add_argument("--state-dir", default=str(localcluster.DEFAULT_STATE_DIR))
+    local.add_argument("--state-dir", help="default: .mirrorflow")
     local.set_defaults(func=cmd_local)
 
     run = sub.add_parser("run", help="one replication cycle of a flow: plan, Spark job, commit")
@@ -307,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="start local clusters and fill a demo topic")
     demo.add_argument("config")
-    demo.add_argument("--state-dir", default=str(localcluster.DEFAULT_STATE_DIR))
+    demo.add_argument("--state-dir", help="default: .mirrorflow")
     demo.add_argument("--topic", default="orders")
     demo.add_argument("--partitions", type=int, default=3)
     demo.add_argument("--records", type=int, default=10_000)

@@ -86,13 +86,12 @@ class MirrorJobOperator(BaseOperator):
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         from mirrorflow.quality import reports
-        from mirrorflow.spark.session import connector_jars
+        from mirrorflow.spark.session import connector_jars, package_zip
         from mirrorflow.spark.submit import (
             JOB_SCRIPT,
             classic_environment,
             driver_class_archive,
             job_arguments,
-            package_zip,
             submit_conf,
         )
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.spark.session import SPARK_CONF, connector_jars, is_connect
+from mirrorflow.spark.session import SPARK_CONF, connector_jars, is_connect, is_loopback
 from mirrorflow.spark.submit import spark_submit_binary
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -72,8 +72,6 @@ class ConnectServer:
 def local_server(master: str, state_dir: Path) -> ConnectServer | None:
     """The server to run locally for a ``mirrorflow.spark.master``, or None when it is not
     an ``sc://`` address on loopback."""
-    from mirrorflow.dev.localcluster import is_loopback
-
     if not is_connect(master):
         return None
     address = urlparse(master.split(";", 1)[0])

@@ -15,7 +15,6 @@ The jars come from ``jvm/pom.xml``'s ``broker`` classpath (:mod:`mirrorflow.jvm`
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import signal
 import socket
@@ -28,6 +27,7 @@ from pathlib import Path
 from mirrorflow import jvm
 from mirrorflow.config.model import ClusterConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.spark.session import is_loopback
 
 DEFAULT_STATE_DIR = Path(".mirrorflow")
 READY_TIMEOUT_S = 60.0
@@ -94,15 +94,6 @@ class LocalBroker:
             return False
         return (b"kafka.Kafka" in cmdline
                 and str(self.server_properties.resolve()).encode() in cmdline)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def split_host_port(server: str) -> tuple[str, int]:

@@ -10,7 +10,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import mirrorflow
 from mirrorflow import jvm
+
+PACKAGE_DIR = Path(mirrorflow.__file__).resolve().parent
 
 # Secrets reach Spark only as Kafka client options; these patterns redact them (key or
 # value) in the UI, the event log and plans.
@@ -61,18 +66,37 @@ def ship_package(session) -> None:
     this installation's code already; artifacts would cost it new Python workers for every
     session: about a second per run.)"""
     import tempfile
-    from pathlib import Path
-
-    from mirrorflow.spark.submit import package_zip
 
     with tempfile.TemporaryDirectory(prefix="mirrorflow-artifact-") as work_dir:
         session.addArtifacts(str(package_zip(Path(work_dir))), pyfile=True)
 
 
+def package_zip(directory: Path) -> Path:
+    """The mirrorflow package as a zip, for ``--py-files`` and Spark Connect artifacts, so
+    executors of any master have it."""
+    import zipfile
+
+    target = directory / "mirrorflow.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in PACKAGE_DIR.rglob("*.py"):
+            archive.write(path, Path("mirrorflow") / path.relative_to(PACKAGE_DIR))
+    return target
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def _on_this_machine(url: str) -> bool:
     from urllib.parse import urlparse
-
-    from mirrorflow.dev.localcluster import is_loopback
 
     return is_loopback(urlparse(url.split(";", 1)[0]).hostname or "")
 

@@ -7,16 +7,13 @@ import hashlib
 import os
 import shutil
 import sys
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import mirrorflow
 from mirrorflow.jvm import jvm_dir
-from mirrorflow.spark.session import SPARK_CONF, connector_jars
+from mirrorflow.spark.session import PACKAGE_DIR, SPARK_CONF, connector_jars, package_zip
 
-PACKAGE_DIR = Path(mirrorflow.__file__).resolve().parent
 # The job's entry is inside the package, so an installed wheel submits it as a checkout
 # does (spark_jobs/mirror_batch.py is the same entry, for running the job by hand).
 JOB_SCRIPT = PACKAGE_DIR / "spark" / "job.py"
@@ -136,15 +133,6 @@ def driver_class_archive(master: str) -> Iterator[ClassArchive | None]:
         raise
     if archive is not None:
         archive.settle(exited_normally=True)
-
-
-def package_zip(directory: Path) -> Path:
-    """The mirrorflow package as a zip for ``--py-files``, so executors of any master have it."""
-    target = directory / "mirrorflow.zip"
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in PACKAGE_DIR.rglob("*.py"):
-            archive.write(path, Path("mirrorflow") / path.relative_to(PACKAGE_DIR))
-    return target
 
 
 def submit_conf(archive: ClassArchive | None) -> dict[str, str]:
