@@ -132,6 +132,34 @@ def test_timestamps_at_or_before_the_epoch_are_written_as_the_plans_time(
     assert [p.restamped for p in again.partitions] == [1]
 
 
+def test_more_ranges_than_write_slots_share_their_tasks(spark, two_clusters,
+                                                      tmp_path: Path) -> None:
+    """Seven ranges (three topics) dealt to two write slots: each slot's ranges go through
+    one Spark task and one producer (a union of one-partition reads); every record lands
+    once, in order, and the proof passes; a second run resumes each range where the
+    first ended."""
+    a, b = two_clusters["a"], two_clusters["b"]
+    for topic, partitions in (("slots_a", 3), ("slots_b", 2), ("slots_c", 2)):
+        create_topic(a, topic, partitions)
+        produce(a, topic, varied_records(70), partitions)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\na->b.topics = slots_.*\n"
+                       "a->b.mirrorflow.write.tasks = 2\n")
+    config = load_config(path)
+
+    result = run_cycle(path, "a->b", spark=spark)
+
+    assert result.validation["success"] and result.records == 210
+    plan = PlanStore(config, config.flow("a->b")).load(result.plan_id)
+    assert sorted(r.slot for r in plan.ranges) == [0, 0, 0, 1, 1, 1, 1]
+    produce(a, "slots_b", varied_records(10, 70), 2)
+    again = run_cycle(path, "a->b", spark=spark)
+    assert again.validation["success"] and again.records == 10
+    for topic, partitions in (("slots_a", 3), ("slots_b", 2), ("slots_c", 2)):
+        for p in range(partitions):
+            assert read_partition(b, f"a.{topic}", p) == read_partition(a, topic, p)
+
+
 def test_fan_in_two_flows_into_one_topic_each_proven(spark, three_clusters,
                                                      tmp_path: Path) -> None:
     """IdentityReplicationPolicy, MirrorMaker 1 style: a and c both write `orders` on the

@@ -89,16 +89,7 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
         ledger.spans_store(target, flow.source, flow.get("replication.factor")).ensure()
         from pyspark.sql import functions as F
 
-        # One Spark task per write slot, reading the slot's ranges one after another: a
-        # union of one-partition reads (Spark 4 would otherwise zip children of alike
-        # partitioning into one partition, two slots in a task).
-        frames = [read_ranges(spark, source, ranges) for _, ranges in sorted(reads.items())]
-        frames = [f.coalesce(1) if len(ranges) > 1 else f
-                  for f, (_, ranges) in zip(frames, sorted(reads.items()), strict=True)]
-        if len(frames) > 1:
-            spark.conf.set("spark.sql.unionOutputPartitioning", "false")
-        frame = for_writer(functools.reduce(lambda x, y: x.union(y), frames),
-                           *digests.writer_columns(F))
+        frame = for_writer(_slot_reads(spark, source, reads), *digests.writer_columns(F))
         write = functools.partial(write_slot, config.text, flow.source, flow.target,
                                   pending)
         try:
@@ -107,6 +98,21 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
             raise worker_error(exc) from exc
         attempt = [json.loads(row["result"]) for row in rows]
     return plan_result(config, flow, plan, attempt)
+
+
+def _slot_reads(spark, source, reads: dict[int, list[tuple[str, int, int, int]]]):
+    """The ranges to write, in one Spark partition per write slot, each slot's ranges one
+    after another. Where every slot has one range, one Kafka read gives exactly that (a
+    partition per range); otherwise a union of one-partition reads, one per slot (each
+    read costs the driver an offset lookup, so it is not the default), with Spark 4's
+    partition-wise union off (it would zip alike children into one partition: two
+    slots in one task)."""
+    if all(len(ranges) == 1 for ranges in reads.values()):
+        return read_ranges(spark, source, [ranges[0] for ranges in reads.values()])
+    spark.conf.set("spark.sql.unionOutputPartitioning", "false")
+    frames = [read_ranges(spark, source, ranges).coalesce(1) if len(ranges) > 1
+              else read_ranges(spark, source, ranges) for _, ranges in sorted(reads.items())]
+    return functools.reduce(lambda x, y: x.union(y), frames)
 
 
 def plan_result(config: MirrorConfig, flow: FlowConfig, plan: Plan,
