@@ -318,14 +318,9 @@ def test_bundled_default_config(repo: Path) -> None:
 def test_every_mm2_default_is_mm2_4_3_1s() -> None:
     """Each MM2 property's default against the ConfigDefs of MM2's own connectors, read from
     the connect-mirror jar (jvm/pom.xml's mm2 classpath) in a JVM: no default can drift."""
-    from pyspark import SparkConf
-    from pyspark.java_gateway import launch_gateway
+    from helpers.kafka import mm2_jvm
 
-    from mirrorflow import jvm
-
-    gateway = launch_gateway(SparkConf().set("spark.driver.extraClassPath",
-                                             ":".join(jvm.jars("mm2"))))
-    try:
+    with mm2_jvm() as gateway:
         mirror = gateway.jvm.org.apache.kafka.connect.mirror
         theirs: dict[str, object] = {}
         for connector in ("MirrorSourceConnector", "MirrorCheckpointConnector",
@@ -346,8 +341,6 @@ def test_every_mm2_default_is_mm2_4_3_1s() -> None:
         config_filter.configure(gateway.jvm.java.util.HashMap())
         theirs["use.defaults.from"] = ("source" if config_filter.shouldReplicateSourceDefault(
             "retention.ms") else "target")
-    finally:
-        gateway.shutdown()
     mm2 = {name: spec.parse(spec.default) for name, spec in FLOW_PROPERTIES.items()
            if spec.origin == "MM2"}
     assert {name: theirs.get(name, "<not an MM2 property>") for name in mm2} == mm2

@@ -4,30 +4,33 @@ from __future__ import annotations
 
 import numpy as np
 
-from mirrorflow.quality.sync_check import SpanClaim, range_findings, shifted, sync_findings
+from mirrorflow.quality.sync_check import range_findings, shifted, sync_findings
 from mirrorflow.source.ledger import Span, merged_syncs
 
 WHERE = "orders[0] -> a.orders[0]"
 
 
-def spans() -> list[SpanClaim]:
+def claim(*fields) -> Span:
+    """A span of ``orders[0] -> a.orders[0]``: upstream first/last, downstream first/last,
+    records, syncs."""
+    return Span("p", "orders", 0, "a.orders", *fields)
+
+
+def spans() -> list[Span]:
     """Two transactions: upstream 0..9 at 100..109; then 10..19 (a hole at 15: a
     transaction marker on the source) at 110..118, and another producer's record on the
     target before 120..124 (upstream 20..24)."""
-    return [SpanClaim(0, 9, 100, 109, 10, ((0, 100),)),
-            SpanClaim(10, 19, 110, 118, 9, ((10, 110), (16, 115))),
-            SpanClaim(20, 24, 120, 124, 5, ((20, 120),))]
+    return [claim(0, 9, 100, 109, 10, ((0, 100),)),
+            claim(10, 19, 110, 118, 9, ((10, 110), (16, 115))),
+            claim(20, 24, 120, 124, 5, ((20, 120),))]
 
 
 def test_the_syncs_merged_from_the_spans_agree_with_them() -> None:
-    ledger_spans = [Span("p", "orders", 0, "a.orders", s.upstream_first, s.upstream_last,
-                         s.downstream_first, s.downstream_last, s.records, s.syncs)
-                    for s in spans()]
-    emitted = merged_syncs(ledger_spans)
+    emitted = merged_syncs(spans())
     assert emitted == [(0, 100), (16, 115), (20, 120), (24, 124)]
     assert sync_findings(WHERE, spans(), emitted) == []
     assert range_findings({"topic": "orders", "partition": 0, "remote_topic": "a.orders",
-                           "spans": [s.to_list() for s in spans()],
+                           "spans": [s.value().decode() for s in spans()],
                            "syncs": [list(p) for p in emitted]}) == []
     assert shifted(emitted, np.array([0, 9, 10, 14, 16, 19, 20, 24])).tolist() == [
         100, 109, 110, 114, 115, 118, 120, 124]
@@ -49,10 +52,10 @@ def test_a_wrong_emitted_sync_is_named() -> None:
 
 
 def test_a_span_that_is_not_contiguous_on_the_target_is_named() -> None:
-    holed = [SpanClaim(0, 9, 100, 110, 10, ((0, 100), (5, 106)))]
+    holed = [claim(0, 9, 100, 110, 10, ((0, 100), (5, 106)))]
     assert sync_findings(WHERE, holed, [(0, 100), (5, 106), (9, 110)]) == [
         f"{WHERE}: span 0..9 -> 100..110 holds 10 records, not one at every remote offset "
         f"in between"]
-    wrong_ends = [SpanClaim(0, 9, 100, 109, 10, ((0, 101),))]
+    wrong_ends = [claim(0, 9, 100, 109, 10, ((0, 101),))]
     assert sync_findings(WHERE, wrong_ends, [(0, 101)]) == [
         f"{WHERE}: span 0..9 -> 100..109 has syncs [(0, 101)] that do not map its ends"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -161,11 +163,9 @@ def wipe(bootstrap: str, timeout: float = 30.0) -> None:
                     raise
 
 
-def produce_with_java(bootstrap: str, topic: str,
-                      records: list[tuple[bytes, bytes, int]]) -> None:
-    """Produce ``(key, value, timestamp)`` records to partition 0 with Apache Kafka's Java
-    producer (jvm/pom.xml's MM2 classpath, in a py4j JVM): librdkafka cannot write a
-    CreateTime of 0, which it takes for "now"; the Java producer writes it as it is."""
+@contextlib.contextmanager
+def mm2_jvm() -> Iterator:
+    """A py4j gateway to a JVM with jvm/pom.xml's MM2 classpath (MM2 and Kafka's clients)."""
     from pyspark import SparkConf
     from pyspark.java_gateway import launch_gateway
 
@@ -174,6 +174,17 @@ def produce_with_java(bootstrap: str, topic: str,
     gateway = launch_gateway(SparkConf().set("spark.driver.extraClassPath",
                                              ":".join(jvm.jars("mm2"))))
     try:
+        yield gateway
+    finally:
+        gateway.shutdown()
+
+
+def produce_with_java(bootstrap: str, topic: str,
+                      records: list[tuple[bytes, bytes, int]]) -> None:
+    """Produce ``(key, value, timestamp)`` records to partition 0 with Apache Kafka's Java
+    producer: librdkafka cannot write a CreateTime of 0, which it takes for "now"; the
+    Java producer writes it as it is."""
+    with mm2_jvm() as gateway:
         java, kafka = gateway.jvm.java, gateway.jvm.org.apache.kafka
         props = java.util.Properties()
         props.put("bootstrap.servers", bootstrap)
@@ -185,5 +196,3 @@ def produce_with_java(bootstrap: str, topic: str,
                     topic, 0, java.lang.Long.valueOf(ts), key, value)).get()
         finally:
             producer.close()
-    finally:
-        gateway.shutdown()

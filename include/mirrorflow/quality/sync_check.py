@@ -19,31 +19,10 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from mirrorflow.source.ledger import Span
 
 Pair = tuple[int, int]
-
-
-@dataclass(frozen=True)
-class SpanClaim:
-    """One span as a range's result lists it: ``[upstream_first, upstream_last,
-    downstream_first, downstream_last, records, syncs]``."""
-
-    upstream_first: int
-    upstream_last: int
-    downstream_first: int
-    downstream_last: int
-    records: int
-    syncs: tuple[Pair, ...]
-
-    @classmethod
-    def from_list(cls, item: Sequence) -> SpanClaim:
-        return cls(int(item[0]), int(item[1]), int(item[2]), int(item[3]), int(item[4]),
-                   tuple((int(u), int(d)) for u, d in item[5]))
-
-    def to_list(self) -> list:
-        return [self.upstream_first, self.upstream_last, self.downstream_first,
-                self.downstream_last, self.records, [list(p) for p in self.syncs]]
 
 
 def shift(syncs: Sequence[Pair], upstream: int) -> int | None:
@@ -62,7 +41,7 @@ def shifted(syncs: Sequence[Pair], upstream):
     return upstream + deltas[np.searchsorted(ups, upstream, side="right") - 1]
 
 
-def sync_findings(where: str, spans: Sequence[SpanClaim], emitted: Sequence[Pair]) -> list[str]:
+def sync_findings(where: str, spans: Sequence[Span], emitted: Sequence[Pair]) -> list[str]:
     """What is wrong with one range's emitted syncs or spans (``where``: the range's
     ``topic[partition] -> remote[partition]``); empty when they agree."""
     out = []
@@ -93,19 +72,19 @@ def sync_findings(where: str, spans: Sequence[SpanClaim], emitted: Sequence[Pair
         if holder is None:
             out.append(f"{where}: the emitted offset sync {upstream} -> {downstream} lies in "
                        f"no span the writers committed")
-        elif shift(sorted(holder.syncs), upstream) != downstream:
+        elif (placed := shift(sorted(holder.syncs), upstream)) != downstream:
             out.append(f"{where}: the emitted offset sync {upstream} -> {downstream} "
-                       f"disagrees with its span, which puts it at "
-                       f"{shift(sorted(holder.syncs), upstream)}")
+                       f"disagrees with its span, which puts it at {placed}")
     return out
 
 
 def range_findings(done: dict) -> list[str]:
-    """:func:`sync_findings` of one range of a plan's result (``spans`` and ``syncs``);
-    nothing for a result stored before results listed their spans."""
+    """:func:`sync_findings` of one range of a plan's result (``spans``: the span records'
+    JSON, as the writers committed them; ``syncs``); nothing for a result stored before
+    results listed their spans."""
     if "spans" not in done:
         return []
     where = (f"{done['topic']}[{done['partition']}] -> "
              f"{done['remote_topic']}[{done['partition']}]")
-    return sync_findings(where, [SpanClaim.from_list(s) for s in done.get("spans", [])],
+    return sync_findings(where, [Span.decode(s.encode()) for s in done["spans"]],
                          [(int(u), int(d)) for u, d in done.get("syncs", [])])

@@ -124,7 +124,7 @@ class RangeResult:
     gaps: list[tuple[int, int]] = field(default_factory=list)
     record_age_ms: dict[str, float] | None = None
     replication_latency_ms: dict[str, float] | None = None
-    write_seconds: float = 0.0
+    write_seconds: float = 0.0  # its write slot's writer was open (its ranges are written together)
     # The span records this attempt committed (their JSON): the driver need not wait for
     # the transaction markers to reach the spans topic before it reads it.
     spans: list[str] = field(default_factory=list)

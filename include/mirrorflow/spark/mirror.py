@@ -20,7 +20,6 @@ from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import digests
-from mirrorflow.quality.sync_check import SpanClaim
 from mirrorflow.source import ledger
 from mirrorflow.source.history import merge_spans
 from mirrorflow.source.plan import Plan
@@ -164,8 +163,7 @@ def plan_result(config: MirrorConfig, flow: FlowConfig, plan: Plan,
             "owned": [list(s) for s in merge_spans(
                 (s.downstream_first, s.downstream_last) for s in mine)],
             "syncs": [list(s) for s in ledger.merged_syncs(mine)],
-            "spans": [SpanClaim(s.upstream_first, s.upstream_last, s.downstream_first,
-                                s.downstream_last, s.records, s.syncs).to_list() for s in mine],
+            "spans": [s.value().decode() for s in mine],
             "gaps": [list(g) for g in gaps],
             "resumed_from": done.get("resumed_from", r.start),
             "transactional": done.get("transactional", True),
