@@ -126,5 +126,8 @@ def test_read_defaults_yield_to_the_clusters_own_settings() -> None:
                            "a.consumer.max.partition.fetch.bytes = 1048576\n").cluster("a")
     options = kafka_options(cluster)
     assert options["kafka.max.partition.fetch.bytes"] == "1048576"
-    assert (options["kafka.receive.buffer.bytes"], options["kafka.fetch.max.wait.ms"]) == \
-        ("-1", "10")
+    assert {k: options[f"kafka.{k}"] for k in (
+        "receive.buffer.bytes", "fetch.max.wait.ms", "enable.metrics.push",
+        "auto.include.jmx.reporter")} == {
+        "receive.buffer.bytes": "-1", "fetch.max.wait.ms": "0", "enable.metrics.push": "false",
+        "auto.include.jmx.reporter": "false"}

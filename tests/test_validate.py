@@ -276,3 +276,26 @@ def test_writer_aggregates_stand_in_for_the_source_read(spark, source, change) -
     assert given.success == (change is None)
     if change:
         assert given.ranges[1].missing == read.ranges[1].missing == 1
+
+
+def test_more_ranges_than_check_tasks_are_read_together_and_a_loss_still_named(
+        spark, source, monkeypatch) -> None:
+    """Ranges beyond ``compare.CHECK_TASKS`` (here one) share the check's Spark tasks: the
+    two ranges are read as one input partition, and the record deleted from the copy is
+    still named by its offset."""
+    from mirrorflow.quality import compare
+
+    monkeypatch.setattr(compare, "CHECK_TASKS", 1)
+    clusters, path, _ = source
+    path.write_text(path.read_text().replace("mirrorflow.records.per.spark.partition = 100\n",
+                                             ""))
+    config = load_config(path)
+    ranges = [("orders", p, 0, RECORDS // 2) for p in range(2)]
+    assert compare._read(spark, config.cluster("a"), ranges, 2_000_000) \
+        .rdd.getNumPartitions() == 1
+    plan, result = fresh_copy(clusters, lambda rows: rows[:50] + rows[51:])
+    validation = check(spark, path, plan, result)
+    good, bad = validation.ranges
+    assert (good.digest_match, bad.digest_match, bad.missing, bad.duplicates) == \
+        (True, False, 1, 0)
+    assert (bad.first_bad_source_offset, bad.first_bad_target_offset) == (50, 50)

@@ -43,6 +43,11 @@ from mirrorflow.spark.kafka_source import read_ranges
 
 BUCKET = 1 << 16  # offsets per join bucket
 KEY = ["remote_topic", "partition"]
+# A Spark task per range costs about 4 ms of scheduling on top of its read: a flow of
+# thousands of small ranges is checked in this many tasks (more where long ranges are
+# split, ``mirrorflow.records.per.spark.partition``). Measured, 1,000 ranges of 3 records
+# on 2 cores: read in 9.3 s as 1,000 tasks, 3.6 s as 64.
+CHECK_TASKS = 64
 
 
 @dataclass(frozen=True)
@@ -232,8 +237,8 @@ def _newest_per_key(F, records, compacted: set[str]):
 def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split,
                  restamp_ms: int):
     """(side 's', remote_topic, partition, d = the claimed remote offset, u, digest)."""
-    frame = read_ranges(spark, config.cluster(flow.source),
-                        [(r.topic, r.partition, r.start, r.end) for r in ranges], split)
+    frame = _read(spark, config.cluster(flow.source),
+                  [(r.topic, r.partition, r.start, r.end) for r in ranges], split)
     remote = F.create_map(*[F.lit(x) for pair in remote_of.items() for x in pair])
     records = frame.select(
         "topic", "partition", "offset", remote[F.col("topic")].alias("remote_topic"),
@@ -251,9 +256,9 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
     """(side 't' own / 'o' another flow's / 'f' foreign, remote_topic, partition, d, u
     null, digest); ``assumed``: every record 't' (see :func:`compare`)."""
     # What a read_committed consumer sees: a zombie's aborted writes are not there.
-    frame = read_ranges(spark, config.cluster(flow.target),
-                        [(r.remote_topic, r.partition, r.start, r.end) for r in regions], split,
-                        "read_committed")
+    frame = _read(spark, config.cluster(flow.target),
+                  [(r.remote_topic, r.partition, r.start, r.end) for r in regions], split,
+                  "read_committed")
     records = frame.select(
         "topic", "partition", "offset",
         record_digest(F, ~_in(F.col("topic"), no_timestamps, F)).alias("digest"),
@@ -269,6 +274,16 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
         F.coalesce("found", F.lit("f")).alias("side"), F.col("topic").alias("remote_topic"),
         "partition", F.col("offset").alias("d"), F.lit(None).cast("long").alias("u"),
         "digest", "k")
+
+
+def _read(spark, cluster, ranges: list[tuple[str, int, int, int]], split: int | None,
+          isolation: str | None = None):
+    """The records of ``ranges`` in at most :data:`CHECK_TASKS` Spark tasks, or one per
+    ``split`` records where that is more (the comparison aggregates; order is moot)."""
+    frame = read_ranges(spark, cluster, ranges, split, isolation)
+    records = sum(end - start for *_, start, end in ranges)
+    tasks = max(CHECK_TASKS, -(-records // split) if split else 0)
+    return frame.coalesce(tasks) if len(ranges) > tasks else frame
 
 
 def _lookup(spark, F, frame, intervals: list[tuple], kind: str):
