@@ -20,7 +20,8 @@ then measures, in this order:
   mirror **and prove** it (the proof timed on its own), then the fixed cost of a run of
   one record per partition; and the same with spark-submit (``local[*]``, a new JVM per
   run);
-* a run of 1 MiB records on the Connect server, with the peak memory of its processes.
+* a run of 1 MiB records on the Connect server, with the peak memory of its processes;
+* many partitions with a trickle in each, against MM2 too (:mod:`many_partitions`).
 
 Prints a table and writes bench/results.json.
 """
@@ -36,6 +37,7 @@ import threading
 import time
 from pathlib import Path
 
+import many_partitions  # beside this file: the script's own directory is on sys.path
 import psutil
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -263,8 +265,16 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--big-records", type=int, default=512,
                         help="records of 1 MiB for the memory case, over 2 partitions")
+    parser.add_argument("--many-topics", type=int, default=250,
+                        help="topics of 4 partitions for the trickle case")
+    parser.add_argument("--ten-thousand-topics", type=int, default=2500,
+                        help="topics of 4 partitions for the largest flow")
+    parser.add_argument("--only-many", action="store_true",
+                        help="measure only the many-partitions cases")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if args.only_many:
+        return only_many(args)
     n, parts, mb = args.records, args.partitions, args.records * args.size / 1e6
     with tempfile.TemporaryDirectory() as tmp_dir, \
             running_clusters(["src", "dst"], Path(tmp_dir) / "brokers") as brokers:
@@ -302,6 +312,7 @@ def main() -> int:
                 big, big_s = timed_run(write_config(tmp / "big.properties", brokers, "big",
                                                     "big"), "big->dst", server.url)
             assert big.records == args.big_records, big.records
+            many = many_figures(tmp, brokers, server, args)
         finally:
             connect_server.stop(server)
         submit_s, submit_check_s, submit_small_s, _ = mirrorflow_runs(
@@ -365,6 +376,7 @@ def main() -> int:
         "big_peak_rss_mib": {"jvm": round(memory.jvm / MIB), "largest_python_worker":
                              round(memory.python_worker / MIB),
                              "spark_total": round(memory.total / MIB)},
+        **many,
     }
     print(f"{'measure':<42}{'seconds':>9}{'records/s':>11}{'MB/s':>8}")
     for name, seconds, count in rows:
@@ -378,7 +390,35 @@ def main() -> int:
                 "baseline_records_per_s", "mirrorflow_records_per_s_past_fixed_cost",
                 "mirrorflow_mirror_records_per_s_past_fixed_cost"):
         print(f"{key}: {figures[key]}")
+    print_many(many)
     RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+def many_figures(tmp: Path, brokers: dict[str, str], server, args) -> dict:
+    return many_partitions.measure(tmp, brokers, server, write_config, timed_run, PeakMemory,
+                                   args.many_topics, args.ten_thousand_topics)
+
+
+def print_many(many: dict) -> None:
+    for key, value in many.items():
+        print(f"{key}: {value}")
+
+
+def only_many(args) -> int:
+    """The many-partitions cases alone, merged into an existing results.json."""
+    with tempfile.TemporaryDirectory() as tmp_dir, \
+            running_clusters(["src", "dst"], Path(tmp_dir) / "brokers") as brokers:
+        tmp = Path(tmp_dir)
+        server = connect_server.ConnectServer("127.0.0.1", free_port(), tmp / "connect")
+        connect_server.start(server)
+        try:
+            many = many_figures(tmp, brokers, server, args)
+        finally:
+            connect_server.stop(server)
+    print_many(many)
+    figures = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    RESULTS.write_text(json.dumps({**figures, **many}, indent=2) + "\n")
     return 0
 
 

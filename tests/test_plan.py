@@ -10,7 +10,16 @@ from helpers.kafka import config_file, create_topic, delete_records, produce, to
 from mirrorflow.config.model import load_config
 from mirrorflow.errors import DataLossError
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import Plan, PlanError, PlanStore, Range, build_plan, deal, plan_run
+from mirrorflow.source.plan import (
+    Plan,
+    PlanError,
+    PlanStore,
+    Range,
+    build_plan,
+    creation_requests,
+    deal,
+    plan_run,
+)
 
 pytestmark = pytest.mark.broker
 
@@ -163,3 +172,18 @@ def test_ranges_are_dealt_to_write_slots_by_size_and_limit() -> None:
     assert [r.slot for r in deal(mixed, 2)] == [0, 1, 0, 1]
     plan = Plan("p", "a->b", "run-1", 0, tuple(dealt[:3]))
     assert [r.slot for r in Plan.from_json(plan.to_json()).ranges] == [r.slot for r in dealt[:3]]
+
+
+def test_remote_topics_are_created_in_requests_a_kraft_controller_accepts() -> None:
+    """A first run of 2,500 topics of 4 partitions would be one CreateTopics request of
+    12,500 metadata records, which KRaft refuses past 10,000: it goes in requests of at most
+    5,000 records (a topic, its partitions and configs), in order; a larger topic alone."""
+    from confluent_kafka.admin import NewTopic
+
+    new = [NewTopic(f"a.t{i}", 4, 1, config={"cleanup.policy": "delete"}) for i in range(2500)]
+    requests = creation_requests(new)
+    assert [len(r) for r in requests] == [833, 833, 833, 1]
+    assert [t for r in requests for t in r] == new
+    huge = [NewTopic("a.small", 1, 1), NewTopic("a.huge", 6000, 1), NewTopic("a.next", 1, 1)]
+    assert [[t.topic for t in r] for r in creation_requests(huge)] == [
+        ["a.small"], ["a.huge"], ["a.next"]]

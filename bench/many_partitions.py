@@ -1,0 +1,143 @@
+"""The bench's estate of many partitions with a trickle in each (issue 25), on the same
+brokers and warm Spark Connect server as the rest of the bench:
+
+* the fixed cost: a flow of one 1-partition topic, 8 new records (after a first run);
+* 1,000 partitions (250 topics x 4) with 3 new records each, after a first run that
+  created their remote topics; then the same flow with nothing new;
+* 10,000 partitions (2,500 topics x 4), one record each, in one first run (which also
+  creates the 2,500 remote topics), with the peak memory of the server's JVM (driver and
+  executor in one process) and of its largest Python worker;
+* MirrorMaker 2 (dedicated mode, started and idle on the same 1,000 partitions' topics):
+  seconds from the first of the 3,000 records produced until all are on the target.
+
+Every mirrorflow run is proven (the run fails otherwise) and counted.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from mirrorflow.dev.local_mm2 import MirrorMaker
+
+PARTITIONS = 4
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int = PARTITIONS) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for start in range(0, len(names), 500):
+        futures = admin.create_topics([NewTopic(n, partitions, 1)
+                                       for n in names[start:start + 500]],
+                                      request_timeout=120)
+        for future in futures.values():
+            future.result(180)
+
+
+def trickle(bootstrap: str, names: list[str], each: int,
+            partitions: int = PARTITIONS) -> int:
+    """``each`` small records into every partition of ``names``; how many."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for name in names:
+        for partition in range(partitions):
+            for i in range(each):
+                producer.produce(name, value=b"v%d" % i, key=b"k%d" % partition,
+                                 partition=partition)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    return len(names) * partitions * each
+
+
+def _proven(result, records: int) -> None:
+    """Every record written and proven (a run with nothing new has no proof)."""
+    proof = result.validation or {"success": True, "verified_records": 0}
+    assert (result.records, proof["success"], proof["verified_records"]) == \
+        (records, True, records), (result.records, proof.get("failures"))
+
+
+def on_target(bootstrap: str, names: set[str], partitions: int = PARTITIONS) -> int:
+    """Records on ``names`` (their end offsets, in one request)."""
+    found = AdminClient({"bootstrap.servers": bootstrap}).list_offsets(
+        {TopicPartition(n, p): OffsetSpec.latest() for n in names for p in range(partitions)},
+        request_timeout=30)
+    return sum(f.result(60).offset for f in found.values())
+
+
+def measure(tmp: Path, brokers: dict[str, str], server, write_config, timed_run,
+            peak_memory, topics: int = 250, ten_thousand_topics: int = 2500) -> dict:
+    """The figures (see the module's note) as ``results.json`` keys."""
+    src, url = brokers["src"], server.url
+    create_topics(src, ["single"], 1)
+    one = write_config(tmp / "one.properties", brokers, "one", "single")
+    for _ in range(2):  # the first run creates the remote topic
+        trickle(src, ["single"], 8, 1)
+        result, one_s = timed_run(one, "one->dst", url)
+        _proven(result, 8)
+
+    names = [f"many{i}" for i in range(topics)]
+    create_topics(src, names)
+    config = write_config(tmp / "many.properties", brokers, "many", "many[0-9]+")
+    records = trickle(src, names, 1)
+    _proven(timed_run(config, "many->dst", url)[0], records)
+    records = trickle(src, names, 3)
+    result, many_s = timed_run(config, "many->dst", url)
+    _proven(result, records)
+    many_proof_s = result.validation["duration_s"]
+    idle, idle_s = timed_run(config, "many->dst", url)
+    _proven(idle, 0)
+
+    tenk = [f"tenk{i}" for i in range(ten_thousand_topics)]
+    create_topics(src, tenk)
+    records = trickle(src, tenk, 1)
+    config = write_config(tmp / "tenk.properties", brokers, "tenk", "tenk[0-9]+")
+    with peak_memory(server.pid()) as memory:
+        result, ten_s = timed_run(config, "tenk->dst", url)
+    _proven(result, records)
+
+    mm2_s = mm2_trickle(tmp, brokers, write_config, topics)
+    mib = 1024 * 1024
+    partitions = topics * PARTITIONS
+    return {
+        "many_partitions": partitions, "many_partitions_records": partitions * 3,
+        "few_partitions_8_records_s": round(one_s, 2),
+        "many_partitions_s": round(many_s, 2),
+        "many_partitions_proof_s": round(many_proof_s, 2),
+        "many_partitions_vs_8_records": round(many_s / one_s, 2),
+        "per_partition_ms": round((many_s - one_s) / partitions * 1000, 1),
+        "many_partitions_idle_s": round(idle_s, 2),
+        "ten_thousand_partitions": ten_thousand_topics * PARTITIONS,
+        "ten_thousand_partitions_s": round(ten_s, 2),
+        "ten_thousand_partitions_peak_rss_mib": {
+            "jvm_driver_and_executor": round(memory.jvm / mib),
+            "largest_python_worker": round(memory.python_worker / mib)},
+        "mm2_many_partitions_s": round(mm2_s, 2),
+    }
+
+
+def mm2_trickle(tmp: Path, brokers: dict[str, str], write_config, topics: int) -> float:
+    """MM2 started and idle on ``topics`` x 4 empty partitions: seconds from the first of
+    3 records per partition produced until every one is on the target."""
+    src, dst = brokers["src"], brokers["dst"]
+    names = [f"mm2many{i}" for i in range(topics)]
+    create_topics(src, names)
+    config = write_config(tmp / "mm2-many.properties", brokers, "src", "mm2many[0-9]+")
+    remote = {f"src.{n}" for n in names}
+    with MirrorMaker(config, tmp / "mm2-many", clusters=("dst",)) as mm2:
+        deadline = time.monotonic() + 300
+        while not remote <= set(AdminClient({"bootstrap.servers": dst})
+                                .list_topics(timeout=30).topics):
+            assert mm2.running() and time.monotonic() < deadline, mm2.log_file
+            time.sleep(1)
+        time.sleep(10)  # its tasks assigned and polling
+        started = time.perf_counter()
+        records = trickle(src, names, 3)
+        while on_target(dst, remote) < records:
+            assert mm2.running() and time.perf_counter() - started < 300, mm2.log_file
+            time.sleep(0.5)
+        seconds = time.perf_counter() - started
+    print(f"  MM2 on {topics * PARTITIONS} partitions: {records} records in {seconds:.2f}s",
+          file=sys.stderr, flush=True)
+    return seconds
