@@ -147,3 +147,32 @@ def test_a_lapsed_holder_commits_nothing(two_clusters: dict[str, str], tmp_path:
         thread.join()
         paused.__exit__(None, None, None)  # not this test's context's lease any more
     assert store.positions() == {}
+
+
+def test_a_state_record_of_megabytes_is_written_and_one_too_large_named(
+        two_clusters: dict[str, str], tmp_path: Path) -> None:
+    """A plan of 12,000 ranges is over a megabyte of JSON in one state record: written through
+    the lease's fence compressed (the topic keeps its 1 MiB limit). A record too large
+    even compressed fails naming the topic and the cause, not as a fencing; nothing of it
+    is there."""
+    import json
+    import os
+
+    from mirrorflow.kafka.internal_topics import CompactedTopic, InternalTopicError
+
+    config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
+                                     "a->b.enabled = true"))
+    store = CompactedTopic(config.cluster("b"), "mirrorflow-bigstate.internal")
+    store.ensure()
+    plan = json.dumps([{"topic": f"t{i // 4}", "partition": i % 4, "start": 0, "end": 1,
+                        "remote_topic": f"a.t{i // 4}", "slot": i % 8}
+                       for i in range(12_000)]).encode()
+    assert len(plan) > 1_000_000
+    with FlowLease(config, config.flow("a->b"), "big-run"):
+        store.write([(b"plan/big", plan)])
+        with pytest.raises(InternalTopicError,
+                           match=r"flow a->b: writing mirrorflow-bigstate.internal on cluster "
+                                 r"'b' failed: .*(too large|TOO_LARGE).*; nothing of it was "
+                                 r"written"):
+            store.write([(b"plan/random", os.urandom(2_000_000))])
+    assert store.read() == {b"plan/big": plan}

@@ -61,8 +61,10 @@ from mirrorflow.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.internal_topics import (
+    STATE_PRODUCER,
     CompactedTopic,
     Headers,
+    InternalTopicError,
     Records,
     fenced_by,
     read_log,
@@ -175,7 +177,8 @@ class StateFence:
 
         where = f"cluster {self.target.alias!r}, the state producer of flow {self.flow}"
         producer = clients.new_client(Producer, clients.client_config(
-            self.target, "producer", **{"transactional.id": state_transactional_id(self.flow),
+            self.target, "producer", **{**STATE_PRODUCER,
+                                        "transactional.id": state_transactional_id(self.flow),
                                         "acks": "all", "linger.ms": 0,
                                         "partitioner": "murmur2_random"}), where)
         try:
@@ -209,6 +212,7 @@ class StateFence:
         if topic.cluster.alias != self.target.alias or self._producer is None:
             topic.write_unfenced(records, timeout, headers)
             return
+        refused = None  # the last error of a write the broker refused, not a fencing
         for _ in range(FENCE_ATTEMPTS):
             if self._producer is None:  # initialised again, and refused: unfenced
                 topic.write_unfenced(records, timeout, headers)
@@ -221,19 +225,36 @@ class StateFence:
                 return
             except KafkaException as exc:
                 error = exc.args[0]
-                if error.fatal() or not error.txn_requires_abort():
+                if _fenced(error):
                     # Fenced by a newer producer of the flow's id (another holder, or a
                     # sibling task of this run): only a holder that still holds goes on.
                     log.info("flow %s: state write to %s fenced (%s); fencing again",
                              self.flow, topic.topic, error.str())
                     self._producer = self._init()
                     self.verify()
-                else:
-                    self._producer.abort_transaction(timeout)
+                    refused = None
+                    continue
+                self._producer.abort_transaction(timeout)
+                refused = error
+                if not error.txn_requires_abort():
+                    break  # refused before it was sent (e.g. a record too large)
+        if refused is not None:
+            raise InternalTopicError(
+                f"flow {self.flow}: writing {topic.topic} on cluster {self.target.alias!r} "
+                f"failed: {refused.str()}; nothing of it was written") from None
         raise LeaseLostError(f"flow {self.flow}: a write to {topic.topic} on cluster "
                              f"{self.target.alias!r} was fenced {FENCE_ATTEMPTS} times in a "
                              "row; another holder keeps taking the flow, so nothing more is "
                              "written")
+
+
+def _fenced(error) -> bool:
+    """Whether a KafkaError says a newer producer of the transactional id fenced this one
+    (librdkafka makes that fatal)."""
+    from confluent_kafka import KafkaError
+
+    return error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                             KafkaError.INVALID_PRODUCER_EPOCH)
 
 
 class FlowLease:

@@ -30,6 +30,13 @@ class InternalTopicError(MirrorflowError):
     """An internal topic could not be created, read or written."""
 
 
+# Settings of every producer of state records. A plan, its result and its proof are one
+# record each, of about 150 bytes a range uncompressed: 10,000 ranges make megabytes of
+# JSON, which librdkafka would refuse past its message.max.bytes (1,000,000) before
+# sending. zstd makes them a tenth of that, which is what the broker holds against the
+# topic's max.message.bytes (1 MiB by default).
+STATE_PRODUCER = {"compression.type": "zstd", "message.max.bytes": 256 * 1024 * 1024}
+
 Records = list[tuple[bytes, bytes | None]]
 Headers = list[tuple[str, bytes]] | None
 # The held lease's fenced writer (topic, records, timeout, headers), for this context.
@@ -167,7 +174,7 @@ class CompactedTopic:
         # producer survives a deleted and recreated internal topic (a compacted store
         # keeps the newest value of a key, which a retried duplicate does not change).
         producer = clients.producer(self.cluster, **{
-            "acks": "all", "enable.idempotence": False,
+            **STATE_PRODUCER, "acks": "all", "enable.idempotence": False,
             "max.in.flight.requests.per.connection": 1, "linger.ms": 0,
             "partitioner": "murmur2_random"})
         for key, value in records:
