@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from mirrorflow.dev.local_mm2 import MirrorMaker
@@ -35,20 +35,60 @@ def create_topics(bootstrap: str, names: list[str], partitions: int = PARTITIONS
                                       request_timeout=120)
         for future in futures.values():
             future.result(180)
+    # Created is not yet served: a broker takes a while to open thousands of new partitions,
+    # and a producer gives up on a topic its metadata lacks after 30 s.
+    deadline = time.monotonic() + 300
+    while True:
+        topics = admin.list_topics(timeout=60).topics
+        if all(n in topics and len(topics[n].partitions) == partitions
+               and all(p.leader >= 0 for p in topics[n].partitions.values()) for n in names):
+            return
+        assert time.monotonic() < deadline, "new topics without a leader after 300 s"
+        time.sleep(1)
 
 
 def trickle(bootstrap: str, names: list[str], each: int,
             partitions: int = PARTITIONS) -> int:
-    """``each`` small records into every partition of ``names``; how many."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    """``each`` small records into every partition of ``names``; how many more records
+    the topics hold now (their end offsets: what a run has to mirror, whatever a retry of
+    this producer did)."""
+    before = records_on(bootstrap, names, partitions)
+    failed: list[str] = []
+
+    def delivered(err, _msg) -> None:
+        if err is not None:
+            failed.append(err.str())
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "enable.idempotence": True})
     for name in names:
         for partition in range(partitions):
             for i in range(each):
                 producer.produce(name, value=b"v%d" % i, key=b"k%d" % partition,
-                                 partition=partition)
+                                 partition=partition, on_delivery=delivered)
         producer.poll(0)
-    assert producer.flush(120) == 0
-    return len(names) * partitions * each
+    assert producer.flush(300) == 0 and not failed, failed[:3]
+    return records_on(bootstrap, names, partitions) - before
+
+
+def records_on(bootstrap: str, names, partitions: int = PARTITIONS) -> int:
+    """Records on ``names`` (the sum of their end offsets, in one request per 2,000)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    wanted = [TopicPartition(n, p) for n in names for p in range(partitions)]
+    total = 0
+    for start in range(0, len(wanted), 2000):
+        deadline = time.monotonic() + 180
+        while True:  # a partition a moment old may not be led yet: asked again
+            found = admin.list_offsets({tp: OffsetSpec.latest()
+                                        for tp in wanted[start:start + 2000]},
+                                       request_timeout=60)
+            try:
+                total += sum(f.result(120).offset for f in found.values())
+                break
+            except KafkaException as exc:
+                assert time.monotonic() < deadline, exc
+                time.sleep(1)
+    return total
 
 
 def _proven(result, records: int) -> None:
@@ -58,14 +98,6 @@ def _proven(result, records: int) -> None:
         (records, True, records), (result.records, proof.get("failures"))
 
 
-def on_target(bootstrap: str, names: set[str], partitions: int = PARTITIONS) -> int:
-    """Records on ``names`` (their end offsets, in one request)."""
-    found = AdminClient({"bootstrap.servers": bootstrap}).list_offsets(
-        {TopicPartition(n, p): OffsetSpec.latest() for n in names for p in range(partitions)},
-        request_timeout=30)
-    return sum(f.result(60).offset for f in found.values())
-
-
 def measure(tmp: Path, brokers: dict[str, str], server, write_config, timed_run,
             peak_memory, topics: int = 250, ten_thousand_topics: int = 2500) -> dict:
     """The figures (see the module's note) as ``results.json`` keys."""
@@ -73,9 +105,9 @@ def measure(tmp: Path, brokers: dict[str, str], server, write_config, timed_run,
     create_topics(src, ["single"], 1)
     one = write_config(tmp / "one.properties", brokers, "one", "single")
     for _ in range(2):  # the first run creates the remote topic
-        trickle(src, ["single"], 8, 1)
+        records = trickle(src, ["single"], 8, 1)
         result, one_s = timed_run(one, "one->dst", url)
-        _proven(result, 8)
+        _proven(result, records)
 
     names = [f"many{i}" for i in range(topics)]
     create_topics(src, names)
@@ -134,7 +166,7 @@ def mm2_trickle(tmp: Path, brokers: dict[str, str], write_config, topics: int) -
         time.sleep(10)  # its tasks assigned and polling
         started = time.perf_counter()
         records = trickle(src, names, 3)
-        while on_target(dst, remote) < records:
+        while records_on(dst, remote) < records:
             assert mm2.running() and time.perf_counter() - started < 300, mm2.log_file
             time.sleep(0.5)
         seconds = time.perf_counter() - started
