@@ -234,9 +234,13 @@ class StateFence:
                     self.verify()
                     refused = None
                     continue
-                self._producer.abort_transaction(timeout)
                 refused = error
-                if not error.txn_requires_abort():
+                try:
+                    self._producer.abort_transaction(timeout)
+                except KafkaException:  # a state abort cannot leave: start over, fenced
+                    self._producer = self._init()
+                    self.verify()
+                if not (error.txn_requires_abort() or error.retriable()):
                     break  # refused before it was sent (e.g. a record too large)
         if refused is not None:
             raise InternalTopicError(
