@@ -16,7 +16,6 @@ from mirrorflow.source.plan import (
     PlanStore,
     Range,
     build_plan,
-    creation_requests,
     deal,
     plan_run,
 )
@@ -174,16 +173,25 @@ def test_ranges_are_dealt_to_write_slots_by_size_and_limit() -> None:
     assert [r.slot for r in Plan.from_json(plan.to_json()).ranges] == [r.slot for r in dealt[:3]]
 
 
-def test_remote_topics_are_created_in_requests_a_kraft_controller_accepts() -> None:
+def test_remote_topics_are_created_and_grown_in_requests_a_kraft_controller_accepts() -> None:
     """A first run of 2,500 topics of 4 partitions would be one CreateTopics request of
     12,500 metadata records, which KRaft refuses past 10,000: it goes in requests of at most
-    5,000 records (a topic, its partitions and configs), in order; a larger topic alone."""
+    5,000 records (a topic, its partitions and configs), in order; a larger item alone.
+    Growing topics counts the partitions added."""
     from confluent_kafka.admin import NewTopic
 
+    from mirrorflow.kafka.clients import metadata_requests
+
+    def created(t):
+        return 1 + t.num_partitions + len(t.config or {})
+
     new = [NewTopic(f"a.t{i}", 4, 1, config={"cleanup.policy": "delete"}) for i in range(2500)]
-    requests = creation_requests(new)
+    requests = metadata_requests(new, created)
     assert [len(r) for r in requests] == [833, 833, 833, 1]
     assert [t for r in requests for t in r] == new
     huge = [NewTopic("a.small", 1, 1), NewTopic("a.huge", 6000, 1), NewTopic("a.next", 1, 1)]
-    assert [[t.topic for t in r] for r in creation_requests(huge)] == [
+    assert [[t.topic for t in r] for r in metadata_requests(huge, created)] == [
         ["a.small"], ["a.huge"], ["a.next"]]
+    counts, current = {"x": 4000, "y": 2000, "z": 10}, {"x": 1000, "y": 1, "z": 5}
+    assert metadata_requests(list(counts), lambda t: counts[t] - current[t]) == [
+        ["x", "y"], ["z"]]  # 3,000 + 1,999 new partitions, then 5

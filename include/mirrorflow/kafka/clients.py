@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from mirrorflow.config.model import ClusterConfig
@@ -373,3 +374,25 @@ def topic_ids(cluster: ClusterConfig, topics: list[str], timeout: float = 30.0) 
                     f"{exc.args[0].str()}") from None
     return out
 
+
+# A KRaft controller refuses a request that would write more than 10,000 metadata records
+# (POLICY_VIOLATION "Unable to perform excessively large batch operation"): a new topic is
+# a record, each of its partitions and configs one more. A first run of 2,500 topics of 4
+# partitions met it; topics are created and grown in requests of at most this many.
+METADATA_RECORDS_PER_REQUEST = 5_000
+
+
+def metadata_requests(items: list, records: Callable[[Any], int]) -> list[list]:
+    """``items`` in order, cut into admin requests of at most
+    :data:`METADATA_RECORDS_PER_REQUEST` metadata records each (``records`` of an item);
+    an item larger than that alone."""
+    requests: list[list] = []
+    weight = 0
+    for item in items:
+        size = records(item)
+        if not requests or weight + size > METADATA_RECORDS_PER_REQUEST:
+            requests.append([])
+            weight = 0
+        requests[-1].append(item)
+        weight += size
+    return requests

@@ -341,28 +341,6 @@ def discover_topics(config: MirrorConfig, flow: FlowConfig) -> dict[str, int]:
             if metadata.topics[t].error is None}
 
 
-# A KRaft controller refuses a request that would write more than 10,000 metadata records
-# (POLICY_VIOLATION "Unable to perform excessively large batch operation"): a topic is a
-# record, each of its partitions and configs one more. A first run of 2,500 topics of 4
-# partitions met it; creation goes in requests of at most this many records.
-CREATE_RECORDS_PER_REQUEST = 5_000
-
-
-def creation_requests(new: list) -> list[list]:
-    """``new`` (``NewTopic``) in order, cut into CreateTopics requests of at most
-    :data:`CREATE_RECORDS_PER_REQUEST` metadata records each (a larger topic alone)."""
-    requests: list[list] = []
-    weight = 0
-    for topic in new:
-        records = 1 + topic.num_partitions + len(topic.config or {})
-        if not requests or weight + records > CREATE_RECORDS_PER_REQUEST:
-            requests.append([])
-            weight = 0
-        requests[-1].append(topic)
-        weight += records
-    return requests
-
-
 def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[str, int],
                          create: bool = True) -> dict[str, str]:
     """Create missing remote topics (same partition count, the source's configs) and grow
@@ -395,7 +373,8 @@ def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[st
                     replication_factor=flow.get("replication.factor"),
                     config=configs.get(t, {})) for t in missing]
     check_held()
-    for request in creation_requests(new):
+    for request in clients.metadata_requests(
+            new, lambda t: 1 + t.num_partitions + len(t.config or {})):
         for name, future in admin.create_topics(request, operation_timeout=30).items():
             try:
                 future.result(timeout=30)

@@ -230,8 +230,10 @@ def add_partitions(cluster: ClusterConfig, counts: Mapping[str, int],
     if not counts:
         return
     admin = clients.admin_client(cluster)
-    futures = admin.create_partitions([NewPartitions(t, n) for t, n in counts.items()],
-                                      operation_timeout=ADMIN_TIMEOUT_S)
+    futures = {}
+    for request in clients.metadata_requests(list(counts), lambda t: counts[t] - current[t]):
+        futures.update(admin.create_partitions([NewPartitions(t, counts[t]) for t in request],
+                                               operation_timeout=ADMIN_TIMEOUT_S))
     for topic, future in futures.items():
         try:
             future.result(timeout=ADMIN_TIMEOUT_S)
