@@ -158,11 +158,7 @@ def mm2_trickle(tmp: Path, brokers: dict[str, str], write_config, topics: int) -
     config = write_config(tmp / "mm2-many.properties", brokers, "src", "mm2many[0-9]+")
     remote = {f"src.{n}" for n in names}
     with MirrorMaker(config, tmp / "mm2-many", clusters=("dst",)) as mm2:
-        deadline = time.monotonic() + 300
-        while not remote <= set(AdminClient({"bootstrap.servers": dst})
-                                .list_topics(timeout=30).topics):
-            assert mm2.running() and time.monotonic() < deadline, mm2.log_file
-            time.sleep(1)
+        wait_for_remote_topics(mm2, dst, remote, 300)
         time.sleep(10)  # its tasks assigned and polling
         started = time.perf_counter()
         records = trickle(src, names, 3)
@@ -173,3 +169,13 @@ def mm2_trickle(tmp: Path, brokers: dict[str, str], write_config, topics: int) -
     print(f"  MM2 on {topics * PARTITIONS} partitions: {records} records in {seconds:.2f}s",
           file=sys.stderr, flush=True)
     return seconds
+
+
+def wait_for_remote_topics(mm2: MirrorMaker, bootstrap: str, remote: set[str],
+                           timeout: float) -> None:
+    """Until MM2 has created every one of ``remote`` on the target (it must keep running)."""
+    deadline = time.monotonic() + timeout
+    while not remote <= set(AdminClient({"bootstrap.servers": bootstrap})
+                            .list_topics(timeout=30).topics):
+        assert mm2.running() and time.monotonic() < deadline, mm2.log_file
+        time.sleep(0.5)

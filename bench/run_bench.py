@@ -200,15 +200,6 @@ def write_config(path: Path, brokers: dict[str, str], source: str, topics: str,
     return path
 
 
-def end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-ends"})
-    try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
-                   for p in range(partitions))
-    finally:
-        consumer.close()
-
-
 def mm2_run(tmp: Path, brokers: dict[str, str], topic: str, n: int, size: int,
             partitions: int, tasks: int | None) -> tuple[float, float]:
     """MM2 started and idle on empty topics; seconds from the first record produced until
@@ -222,18 +213,14 @@ def mm2_run(tmp: Path, brokers: dict[str, str], topic: str, n: int, size: int,
                           f"tasks.max = {tasks}" if tasks else "")
     passes = []
     with MirrorMaker(config, tmp / f"mm2-{topic}", clusters=("dst",)) as mm2:
-        deadline = time.monotonic() + 120
-        while not {f"src.{t}" for t in topics} <= set(
-                AdminClient({"bootstrap.servers": dst}).list_topics(timeout=10).topics):
-            assert mm2.running() and time.monotonic() < deadline, mm2.log_file
-            time.sleep(0.5)
+        many_partitions.wait_for_remote_topics(mm2, dst, {f"src.{t}" for t in topics}, 120)
         for name in topics:
             time.sleep(5)  # its tasks assigned and polling
             started = time.perf_counter()
             fill(src, name, n, size, partitions)
             done, moved = 0, time.monotonic()
             while done < n:
-                now = end_offsets(dst, f"src.{name}", partitions)
+                now = many_partitions.records_on(dst, [f"src.{name}"], partitions)
                 if now > done:
                     done, moved = now, time.monotonic()
                 assert mm2.running() and time.monotonic() - moved < 120, \
