@@ -83,3 +83,33 @@ def test_summary_table_and_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert page.index("run/2") < page.index("run-1") and "FAILED" in page
     with pytest.raises(FileNotFoundError, match="run 'nope'"):
         reports.read("a->b", "nope")
+
+
+def test_index_and_status_read_the_runs_rows_not_every_summary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flow mirrored every minute for months has tens of thousands of summaries, each
+    megabytes for thousands of partitions: the index page and the status view read the
+    newest runs' rows (runs.json), and only the shown run's summary. Old summaries are
+    never parsed (here, one made unreadable), and the rows keep the newest INDEX_RUNS."""
+    from mirrorflow.airflow import status
+
+    monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path))
+    for i in range(reports.INDEX_RUNS + 5):
+        reports.write("a->b", f"run-{i}", {"run_id": f"run-{i}", "records": i,
+                                           "lag": {"orders[0]": i, "orders[1]": 1},
+                                           "validation": {"success": True}})
+        if i == 0:
+            (tmp_path / "a__b" / "run-0" / reports.SUMMARY).write_text("{not json")
+    rows = reports.runs("a->b")
+    assert [r["run_id"] for r in rows] == [f"run-{i}" for i in range(5, reports.INDEX_RUNS + 5)]
+    assert rows[-1] == {"dir": "run-54", "run_id": "run-54", "verdict": "passed",
+                        "records": 54, "verified_records": "", "duration_s": "", "lag": 55}
+    page = (tmp_path / "a__b" / "index.html").read_text()
+    assert page.count("<tr class=") == reports.INDEX_RUNS and "run-4<" not in page
+    assert page.index("run-54") < page.index("run-5<")
+    assert reports.read("a->b")["records"] == 54
+    shown = status.page()
+    assert "run-54" in shown and "max 55" in shown  # the lag chart's top: run-54's 54 + 1
+    # A reports directory written before runs.json: rows from the newest summaries.
+    (tmp_path / "a__b" / reports.RUNS).unlink()
+    assert [r["run_id"] for r in reports.runs("a->b")][-2:] == ["run-53", "run-54"]

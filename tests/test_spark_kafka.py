@@ -3,15 +3,17 @@ in-process Spark session (local[2]) with the connector from jvm/pom.xml."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
-from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
+from helpers.kafka import config_file, create_topic, produce, read_partition, topics, varied_records
 from mirrorflow.config.model import load_config, parse_config
+from mirrorflow.kafka import clients
 from mirrorflow.source.plan import plan_run
-from mirrorflow.spark.kafka_source import kafka_options, read_ranges
+from mirrorflow.spark.kafka_source import kafka_options, read_ranges, reader_group
 from mirrorflow.spark.mirror import mirror
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
@@ -38,7 +40,8 @@ def test_exact_ranges_with_headers_nulls_and_timestamps(spark, two_clusters) -> 
     records = varied_records(400)
     produce(a, "orders", records, 2)
     cluster = parse_config(f"clusters = a\na.bootstrap.servers = {a}\n").cluster("a")
-    frame = read_ranges(spark, cluster, [("orders", 0, 10, 150), ("orders", 1, 0, 200)])
+    frame = read_ranges(spark, cluster, [("orders", 0, 10, 150), ("orders", 1, 0, 200)],
+                        topic_ids={})
     assert frame.schema.simpleString() == SPARK_KAFKA_SCHEMA
     assert frame.rdd.getNumPartitions() == 2  # one input partition per range
     # The connector's DataSource V2 reader (session.SPARK_CONF), not the V1 relation.
@@ -78,7 +81,8 @@ def test_read_committed_hides_aborted_records_and_uncommitted_shows_them(spark,
         cluster = parse_config(f"clusters = a\na.bootstrap.servers = {a}\n"
                                f"a.consumer.isolation.level = {level}\n").cluster("a")
         assert kafka_options(cluster)["kafka.isolation.level"] == level
-        rows = read_ranges(spark, cluster, [("txn", 0, 0, 8)]).orderBy("offset").collect()
+        rows = read_ranges(spark, cluster, [("txn", 0, 0, 8)], topic_ids={}) \
+            .orderBy("offset").collect()
         assert [(r.offset, bytes(r.value)) for r in rows] == expected, level
 
 
@@ -93,7 +97,7 @@ def test_secrets_in_kafka_options_are_redacted_where_spark_shows_options(spark,
         "a.ssl.key.password = k3y-planted\n").cluster("a")
     options = kafka_options(cluster)
     assert 's3cr3t-planted' in options["kafka.sasl.jaas.config"]  # the client needs it
-    frame = read_ranges(spark, cluster, [("orders", 0, 0, 1)])
+    frame = read_ranges(spark, cluster, [("orders", 0, 0, 1)], topic_ids={})
     assert "planted" not in frame._jdf.queryExecution().toString()
     # How Spark renders data source options (UI, event log, explain): with our patterns.
     jvm = spark.sparkContext._jvm
@@ -102,6 +106,64 @@ def test_secrets_in_kafka_options_are_redacted_where_spark_shows_options(spark,
     assert "planted" not in shown
     assert "kafka.sasl.jaas.config -> *********(redacted)" in shown
     assert "kafka.ssl.key.password -> *********(redacted)" in shown
+
+
+def test_reads_reuse_sparks_consumers_but_never_serve_an_old_incarnations_records(
+        spark, two_clusters) -> None:
+    """Reads with one flow's group id (reader_group) share Spark's pooled consumers and the
+    records a fetch brought past a range's end: the second read of a topic is served the
+    records the first one fetched. After the topic is deleted and created again its new id
+    makes a new group id, and the read returns the new incarnation's records."""
+    from confluent_kafka.admin import AdminClient
+
+    a = two_clusters["a"]
+    cluster = parse_config(f"clusters = a\na.bootstrap.servers = {a}\n").cluster("a")
+
+    def values(start: int, end: int, ids: dict[str, str]) -> list[bytes]:
+        rows = read_ranges(spark, cluster, [("reborn", 0, start, end)], topic_ids=ids)
+        return [bytes(r.value) for r in rows.orderBy("offset").collect()]
+
+    create_topic(a, "reborn", 1)
+    produce(a, "reborn", [(None, b"old%d" % i, None, 1_700_000_000_000) for i in range(6)], 1)
+    old = clients.topic_ids(cluster, ["reborn"])
+    assert values(0, 3, old) == [b"old0", b"old1", b"old2"]  # one fetch brings all six
+    admin = AdminClient({"bootstrap.servers": a})
+    admin.delete_topics(["reborn"])["reborn"].result(30)
+    deadline = time.monotonic() + 30
+    while "reborn" in topics(a) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    create_topic(a, "reborn", 1)
+    produce(a, "reborn", [(None, b"new%d" % i, None, 1_700_000_000_000) for i in range(6)], 1)
+    new = clients.topic_ids(cluster, ["reborn"])
+    assert new["reborn"] != old["reborn"]
+    assert values(3, 6, new) == [b"new3", b"new4", b"new5"]
+    # What the old id's group would be served: the pooled records of the first fetch.
+    assert values(3, 6, old) == [b"old3", b"old4", b"old5"]
+
+
+def test_reader_group_counts_settings_and_topic_ids_and_secrets_only_as_a_tag() -> None:
+    options = kafka_options(parse_config(
+        "clusters = a\na.bootstrap.servers = a:9092\n"
+        "a.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule "
+        'required username="mirror" password="first-planted";\n').cluster("a"))
+    ids = {"orders": "id-1", "payments": "id-2"}
+    group = reader_group(options, ids)
+    assert group.startswith("mirrorflow-reader-") and "planted" not in group
+    assert reader_group(dict(reversed(options.items())), dict(reversed(ids.items()))) == group
+    rotated = {**options, "kafka.sasl.jaas.config": options["kafka.sasl.jaas.config"]
+               .replace("first-planted", "second-planted")}
+    # A new password changes only the last four hex digits (a 16-bit tag).
+    assert reader_group(rotated, ids)[:-4] == group[:-4]
+    assert reader_group(rotated, ids) != group
+    assert len(group.rsplit("-", 1)[1]) == 4
+    for other in ({**options, "kafka.bootstrap.servers": "b:9092"},
+                  {**options, "kafka.isolation.level": "read_uncommitted"}):
+        assert reader_group(other, ids)[:-5] != group[:-5]
+    assert reader_group(options, {**ids, "orders": "id-3"}) != group
+    assert reader_group(options, {"orders": "id-1"}) != group
+    plain = kafka_options(parse_config("clusters = a\na.bootstrap.servers = a:9092\n")
+                          .cluster("a"))
+    assert len(reader_group(plain, ids).split("-")) == 3  # no secrets, no tag
 
 
 def test_one_mib_values_survive_the_mirror_exactly(spark, two_clusters, tmp_path: Path) -> None:

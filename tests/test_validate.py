@@ -225,7 +225,7 @@ def writer_aggregates(spark, path: Path, n: int) -> dict[int, dict]:
 
     config = load_config(path)
     frame = for_writer(read_ranges(spark, config.cluster("a"),
-                                   [("orders", p, 0, n) for p in range(2)]),
+                                   [("orders", p, 0, n) for p in range(2)], topic_ids={}),
                        *writer_columns(F))
     out = {}
     for p in range(2):
@@ -246,7 +246,7 @@ def spark_aggregates(spark, path: Path, n: int) -> dict[int, tuple[int, int]]:
     from mirrorflow.spark.kafka_source import read_ranges
 
     frame = read_ranges(spark, load_config(path).cluster("a"),
-                        [("orders", p, 0, n) for p in range(2)])
+                        [("orders", p, 0, n) for p in range(2)], topic_ids={})
     rows = frame.groupBy("partition").agg(*[
         F.bit_xor(F.xxhash64(record_digest(F, F.lit(ts)), "offset")).alias(str(ts))
         for ts in (True, False)]).collect()
@@ -291,7 +291,7 @@ def test_more_ranges_than_check_tasks_are_read_together_and_a_loss_still_named(
                                              ""))
     config = load_config(path)
     ranges = [("orders", p, 0, RECORDS // 2) for p in range(2)]
-    assert compare._read(spark, config.cluster("a"), ranges, 2_000_000) \
+    assert compare._read(spark, config.cluster("a"), ranges, 2_000_000, topic_ids={}) \
         .rdd.getNumPartitions() == 1
     plan, result = fresh_copy(clusters, lambda rows: rows[:50] + rows[51:])
     validation = check(spark, path, plan, result)

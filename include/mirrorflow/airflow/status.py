@@ -20,15 +20,6 @@ def _flows() -> list[str]:
                   if p.is_dir() and any(p.glob(f"*/{reports.SUMMARY}")))
 
 
-def _history(flow: str) -> list[dict]:
-    return [s for _, s in reports.summaries(flow)][-CHART_RUNS:]
-
-
-def total_lag(summary: dict) -> int | None:
-    lag = summary.get("lag")
-    return None if lag is None else sum(lag.values())
-
-
 def chart(values: list[int | None], width: int = 240, height: int = 48) -> str:
     """An inline SVG sparkline of lag over runs (oldest left)."""
     points = [(i, v) for i, v in enumerate(values) if v is not None]
@@ -74,8 +65,7 @@ def page(base_url: str = "/mirrorflow", shown: list[str] | None = None) -> str:
     """The status page for the flows in ``shown`` (default: every reported flow)."""
     rows = []
     for flow in _flows() if shown is None else shown:
-        history = _history(flow)
-        last = history[-1]
+        last = reports.read(flow)
         validation = last.get("validation") or {}
         state = reports.verdict(last)
         heartbeat = (last.get("heartbeat") or {}).get("age_ms")
@@ -96,7 +86,7 @@ def page(base_url: str = "/mirrorflow", shown: list[str] | None = None) -> str:
             f"<td>{'-' if heartbeat is None else f'{heartbeat / 1000:.1f} s'}</td>"
             f'<td class="{"ok" if state == "passed" else "bad"}">{html.escape(state)}'
             f'{delivery(last)}{breaks(last)}</td>'
-            f"<td>{chart([total_lag(s) for s in history])}</td>"
+            f"<td>{chart([r['lag'] for r in reports.runs(flow)[-CHART_RUNS:]])}</td>"
             f'<td>{docs}<a href="{link}{reports.SUMMARY}">summary</a> · '
             f'<a href="{base_url}/reports/{run_dir.parent.name}/index.html">all runs</a></td>'
             "</tr>")

@@ -34,7 +34,7 @@ misplaced and where the first difference is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
@@ -143,9 +143,12 @@ def _in(column, values: Iterable[str], F):
 def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeCheck],
             regions: list[RegionCheck], no_timestamps: set[str],
             split_records: int | None = None, compacted: set[str] = frozenset(),
-            exact: bool = False, restamp_ms: int = 0) -> dict[tuple[str, int], Compared]:
+            exact: bool = False, restamp_ms: int = 0, *,
+            topic_ids: Mapping[str, Mapping[str, str]]) -> dict[tuple[str, int], Compared]:
     """Per remote partition: the range's aggregates on both sides, the region's foreign
     records and, where the aggregates differ, the record-by-record findings.
+    ``topic_ids``: per cluster alias, the flow's topics there and their ids (the reads'
+    :func:`~mirrorflow.spark.kafka_source.reader_group`).
     ``no_timestamps`` are the remote topics whose timestamps are not compared;
     ``compacted`` those compared on the newest record of each key. ``exact`` (for a
     second look at unequal partitions): read every range's source and look up the owner
@@ -168,7 +171,7 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     unread = [r for r in ranges if (r.remote_topic, r.partition) not in written]
     if unread:
         sides.append(_source_side(spark, F, config, flow, unread, remote_of, no_timestamps,
-                                  split_records, restamp_ms))
+                                  split_records, restamp_ms, topic_ids[flow.source]))
     readable = [r for r in regions if r.end > r.start]
     # Where no other flow writes and no compaction removes records, every target record
     # is first taken as this flow's: equal aggregates then prove that each one sits at a
@@ -178,7 +181,7 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
                                 for r in readable)
     if readable:
         sides.append(_target_side(spark, F, config, flow, readable, no_timestamps,
-                                  split_records, assumed))
+                                  split_records, assumed, topic_ids[flow.target]))
     if not sides:
         return out
     records = _newest_per_key(
@@ -209,7 +212,7 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
             spark, config, flow,
             [replace(r, written=None) for r in ranges if (r.remote_topic, r.partition) in again],
             [r for r in regions if (r.remote_topic, r.partition) in again], no_timestamps,
-            split_records, compacted, exact=True, restamp_ms=restamp_ms))
+            split_records, compacted, exact=True, restamp_ms=restamp_ms, topic_ids=topic_ids))
         unequal = [key for key in unequal if key not in again]
     if unequal:
         for key, found in _diagnose(spark, F, records.where(kept), unequal).items():
@@ -235,10 +238,11 @@ def _newest_per_key(F, records, compacted: set[str]):
 
 
 def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split,
-                 restamp_ms: int):
+                 restamp_ms: int, topic_ids: Mapping[str, str]):
     """(side 's', remote_topic, partition, d = the claimed remote offset, u, digest)."""
     frame = _read(spark, config.cluster(flow.source),
-                  [(r.topic, r.partition, r.start, r.end) for r in ranges], split)
+                  [(r.topic, r.partition, r.start, r.end) for r in ranges], split,
+                  topic_ids=topic_ids)
     remote = F.create_map(*[F.lit(x) for pair in remote_of.items() for x in pair])
     records = frame.select(
         "topic", "partition", "offset", remote[F.col("topic")].alias("remote_topic"),
@@ -252,13 +256,14 @@ def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split
         "k")
 
 
-def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed: bool):
+def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed: bool,
+                 topic_ids: Mapping[str, str]):
     """(side 't' own / 'o' another flow's / 'f' foreign, remote_topic, partition, d, u
     null, digest); ``assumed``: every record 't' (see :func:`compare`)."""
     # What a read_committed consumer sees: a zombie's aborted writes are not there.
     frame = _read(spark, config.cluster(flow.target),
                   [(r.remote_topic, r.partition, r.start, r.end) for r in regions], split,
-                  "read_committed")
+                  "read_committed", topic_ids=topic_ids)
     records = frame.select(
         "topic", "partition", "offset",
         record_digest(F, ~_in(F.col("topic"), no_timestamps, F)).alias("digest"),
@@ -277,10 +282,10 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
 
 
 def _read(spark, cluster, ranges: list[tuple[str, int, int, int]], split: int | None,
-          isolation: str | None = None):
+          isolation: str | None = None, *, topic_ids: Mapping[str, str]):
     """The records of ``ranges`` in at most :data:`CHECK_TASKS` Spark tasks, or one per
     ``split`` records where that is more (the comparison aggregates; order is moot)."""
-    frame = read_ranges(spark, cluster, ranges, split, isolation)
+    frame = read_ranges(spark, cluster, ranges, split, isolation, topic_ids=topic_ids)
     records = sum(end - start for *_, start, end in ranges)
     tasks = max(CHECK_TASKS, -(-records // split) if split else 0)
     return frame.coalesce(tasks) if len(ranges) > tasks else frame

@@ -4,6 +4,7 @@ plus an index page per flow listing recent runs with pass/fail.
 Layout under ``$MIRRORFLOW_REPORTS_DIR`` (default ``reports/`` at the project root)::
 
     <source>__<target>/index.html              recent runs of the flow
+    <source>__<target>/runs.json               their rows (what the index and status show)
     <source>__<target>/<run id>/summary.json   the run's summary
     <source>__<target>/<run id>/index.html     the run's Data Docs (completeness suites)
 
@@ -22,6 +23,7 @@ from pathlib import Path
 REPORTS_ENV = "MIRRORFLOW_REPORTS_DIR"
 DEFAULT_DIR = Path("reports")  # of the working directory; deployments set the variable
 SUMMARY = "summary.json"
+RUNS = "runs.json"
 INDEX_RUNS = 50
 SHARED_STATIC = "_static"
 
@@ -58,24 +60,55 @@ def write(flow_name: str, run_id: str, summary: dict) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / SUMMARY
     path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    rows = [r for r in runs(flow_name) if r["dir"] != directory.name]
+    _replace(flow_dir(flow_name) / RUNS,
+             json.dumps([*rows, _row(directory.name, summary)][-INDEX_RUNS:], indent=1))
     write_index(flow_name)
     return path
 
 
-def summaries(flow_name: str) -> list[tuple[Path, dict]]:
-    """(path, summary) of the flow's runs, oldest first."""
+def _row(name: str, summary: dict) -> dict:
+    """What the index page and the status view show of one run (its summary of a flow of
+    thousands of partitions is megabytes: it is read only when that run is shown)."""
+    lag = summary.get("lag")
+    return {"dir": name, "run_id": str(summary.get("run_id", "")), "verdict": verdict(summary),
+            "records": summary.get("records", 0),
+            "verified_records": (summary.get("validation") or {}).get("verified_records", ""),
+            "duration_s": summary.get("duration_s", ""),
+            "lag": None if lag is None else sum(lag.values())}
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole: a reader sees the old file or the new one."""
+    part = path.with_name(f".{path.name}.{os.getpid()}")
+    part.write_text(text)
+    part.replace(path)
+
+
+def runs(flow_name: str) -> list[dict]:
+    """The rows of the flow's newest runs (at most :data:`INDEX_RUNS`), oldest first. A
+    reports directory older than the rows file gets them from its newest summaries."""
+    try:
+        return json.loads((flow_dir(flow_name) / RUNS).read_text())
+    except FileNotFoundError:
+        return [_row(p.parent.name, summary) for p, summary in summaries(flow_name, INDEX_RUNS)]
+
+
+def summaries(flow_name: str, last: int | None = None) -> list[tuple[Path, dict]]:
+    """(path, summary) of the flow's runs, oldest first; only the newest ``last`` are read."""
     found = sorted(flow_dir(flow_name).glob(f"*/{SUMMARY}"), key=lambda p: p.stat().st_mtime)
-    return [(p, json.loads(p.read_text())) for p in found]
+    return [(p, json.loads(p.read_text())) for p in found[-last if last else 0:]]
 
 
 def read(flow_name: str, run_id: str | None = None) -> dict:
     """A run's summary, or the newest one; FileNotFoundError names what is missing."""
     if run_id is None:
-        found = summaries(flow_name)
-        if not found:
+        newest = runs(flow_name)[-1:]
+        path = flow_dir(flow_name) / newest[0]["dir"] / SUMMARY if newest else None
+        if path is None or not path.exists():
             raise FileNotFoundError(f"no report for flow {flow_name!r} in "
                                     f"{flow_dir(flow_name)}")
-        return found[-1][1]
+        return json.loads(path.read_text())
     path = run_dir(flow_name, run_id) / SUMMARY
     if not path.exists():
         raise FileNotFoundError(f"no report for run {run_id!r} of flow {flow_name!r} in "
@@ -93,19 +126,17 @@ def verdict(summary: dict) -> str:
 def write_index(flow_name: str) -> Path:
     """The flow's index page: newest runs first, with pass/fail and links."""
     rows = []
-    for path, summary in reversed(summaries(flow_name)[-INDEX_RUNS:]):
-        validation = summary.get("validation") or {}
-        state = verdict(summary)
-        docs = path.parent / "index.html"
-        link = (f'<a href="{html.escape(path.parent.name)}/index.html">Data Docs</a>'
-                if docs.exists() else "")
+    for run in reversed(runs(flow_name)):
+        name = html.escape(run["dir"])
+        link = (f'<a href="{name}/index.html">Data Docs</a>'
+                if (flow_dir(flow_name) / run["dir"] / "index.html").exists() else "")
         rows.append(
-            f'<tr class="{"ok" if state == "passed" else "bad"}">'
-            f"<td>{html.escape(str(summary.get('run_id', '')))}</td>"
-            f"<td>{html.escape(state)}</td><td>{summary.get('records', 0)}</td>"
-            f"<td>{validation.get('verified_records', '')}</td>"
-            f"<td>{summary.get('duration_s', '')}</td>"
-            f'<td><a href="{html.escape(path.parent.name)}/{SUMMARY}">summary</a> {link}</td>'
+            f'<tr class="{"ok" if run["verdict"] == "passed" else "bad"}">'
+            f"<td>{html.escape(run['run_id'])}</td>"
+            f"<td>{html.escape(run['verdict'])}</td><td>{run['records']}</td>"
+            f"<td>{run['verified_records']}</td>"
+            f"<td>{run['duration_s']}</td>"
+            f'<td><a href="{name}/{SUMMARY}">summary</a> {link}</td>'
             "</tr>")
     page = (
         "<!doctype html><meta charset=utf-8>"

@@ -51,6 +51,7 @@ from pathlib import Path
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import reports
 from mirrorflow.quality.compare import Compared, RangeCheck, RegionCheck, compare
@@ -279,12 +280,13 @@ def chain_findings(plan: Plan, chains: dict[TopicPart, history.Chain]) -> list[s
     topic id) nor where one of the plan's named breaks says the chain goes on. A plan
     made before plans recorded topic ids is not judged."""
     findings = []
+    joined = {(b.topic, b.partition, b.end) for b in plan.all_breaks}
     for r in plan.ranges:
         topic_id = plan.topic_ids.get(r.topic)
         if not topic_id:
             continue
         tp = (r.topic, r.partition)
-        if any((b.topic, b.partition) == tp and b.end == r.start for b in plan.all_breaks):
+        if (r.topic, r.partition, r.start) in joined:
             continue
         chain = chains.get(tp)
         where = f"{r.topic}[{r.partition}] (topic id {topic_id})"
@@ -404,6 +406,14 @@ def _lost_at_source(r: Range, low: int, done: dict, spans: list[tuple[int, int]]
     kept = [(max(a, cut), b) for a, b in spans if b >= cut]
     copies = [(a, min(b, cut - 1)) for a, b in spans if a < cut]
     return (r.start, end), sum(b - a + 1 for a, b in copies), kept, copies
+
+
+def remote_topic_ids(config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict[str, str]:
+    """The ids of the remote topics of every topic the plan's flow covers, in one describe
+    request: the target reads' :func:`~mirrorflow.spark.kafka_source.reader_group`."""
+    policy = flow.policy()
+    return clients.topic_ids(config.cluster(flow.target), [
+        policy.format_remote_topic(flow.source, t) for t in plan.topic_ids])
 
 
 def remote_topic_traits(config: MirrorConfig, flow: FlowConfig,
@@ -647,12 +657,13 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
     verified = sample(plan, fraction)
     checks = scope(config, flow, plan, result, verified)
     validation = Validation(flow.name, run_id, plan.plan_id, True, fraction)
+    topic_ids = {flow.source: plan.topic_ids, flow.target: remote_topic_ids(config, flow, plan)}
     if checks.regions:
         no_timestamps, compacted = remote_topic_traits(
             config, flow, {r.remote_topic for r in checks.regions})
         found = compare(spark, config, flow, checks.ranges, checks.regions, no_timestamps,
                         flow.get("mirrorflow.records.per.spark.partition"), compacted,
-                        restamp_ms=plan.created_ms)
+                        restamp_ms=plan.created_ms, topic_ids=topic_ids)
         for rp, verdict in checks.verdicts.items():
             verdict.timestamps_compared = rp[0] not in no_timestamps
             if rp in found:
@@ -681,7 +692,7 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
         records = read_ranges(spark, config.cluster(flow.target), [
             (r.remote_topic, r.partition, checks.verdicts[(r.remote_topic, r.partition)]
              .region_start, checks.verdicts[(r.remote_topic, r.partition)].region_end)
-            for r in checks.ranges], isolation="read_committed")
+            for r in checks.ranges], isolation="read_committed", topic_ids=topic_ids[flow.target])
     elif suites:
         suites = []
     docs_dir = reports.run_dir(flow.name, run_id)

@@ -162,16 +162,17 @@ class Plan:
         """The chains of the partitions this plan reads, gaps or breaks, once it is
         committed: each goes on where the plan leaves it, with the plan's breaks."""
         ends: dict[TopicPart, tuple[int, str]] = {}
+        found: dict[TopicPart, list[dict]] = {}
         for b in self.all_breaks:
             ends[(b.topic, b.partition)] = (b.end, b.topic_id)
+            found.setdefault((b.topic, b.partition), []).append(asdict(b))
         for r in self.ranges:
             ends[(r.topic, r.partition)] = (r.end, self.topic_ids.get(r.topic, ""))
         out = {}
         for tp, (end, topic_id) in ends.items():
             known = chains.get(tp)
-            breaks = [asdict(b) for b in self.all_breaks if (b.topic, b.partition) == tp]
             out[tp] = Chain(topic_id or (known.topic_id if known else ""), end,
-                            (known.breaks if known else []) + breaks)
+                            (known.breaks if known else []) + found.get(tp, []))
         return out
 
     def restarts(self, tp: TopicPart) -> bool:
@@ -434,13 +435,14 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     ranges: list[Range] = []
     gaps: list[Gap] = []
     breaks: list[Break] = []
+    chained_topics = {t for t, _ in chains}
     for topic, partition in source_parts:
         marks = source_marks[(topic, partition)]
         start, found = _chain_start(topic, partition, ids.get(topic, ""), marks,
                                     committed.get((topic, partition)),
                                     chains.get((topic, partition)),
                                     (topic, partition) in outside,
-                                    any(t == topic for t, _ in chains))
+                                    topic in chained_topics)
         breaks += found
         if start > marks.high:
             raise PlanError(

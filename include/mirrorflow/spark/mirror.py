@@ -88,7 +88,8 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
         ledger.spans_store(target, flow.source, flow.get("replication.factor")).ensure()
         from pyspark.sql import functions as F
 
-        frame = for_writer(_slot_reads(spark, source, reads), *digests.writer_columns(F))
+        frame = for_writer(_slot_reads(spark, source, reads, plan.topic_ids),
+                           *digests.writer_columns(F))
         write = functools.partial(write_slot, config.text, flow.source, flow.target,
                                   pending)
         try:
@@ -99,7 +100,8 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
     return plan_result(config, flow, plan, attempt)
 
 
-def _slot_reads(spark, source, reads: dict[int, list[tuple[str, int, int, int]]]):
+def _slot_reads(spark, source, reads: dict[int, list[tuple[str, int, int, int]]],
+                topic_ids: dict[str, str]):
     """The ranges to write, in one Spark partition per write slot, each slot's ranges one
     after another. Where every slot has one range, one Kafka read gives exactly that (a
     partition per range); otherwise a union of one-partition reads, one per slot (each
@@ -107,10 +109,12 @@ def _slot_reads(spark, source, reads: dict[int, list[tuple[str, int, int, int]]]
     partition-wise union off (it would zip alike children into one partition: two
     slots in one task)."""
     if all(len(ranges) == 1 for ranges in reads.values()):
-        return read_ranges(spark, source, [ranges[0] for ranges in reads.values()])
+        return read_ranges(spark, source, [ranges[0] for ranges in reads.values()],
+                           topic_ids=topic_ids)
     spark.conf.set("spark.sql.unionOutputPartitioning", "false")
-    frames = [read_ranges(spark, source, ranges).coalesce(1) if len(ranges) > 1
-              else read_ranges(spark, source, ranges) for _, ranges in sorted(reads.items())]
+    read = functools.partial(read_ranges, spark, source, topic_ids=topic_ids)
+    frames = [read(ranges).coalesce(1) if len(ranges) > 1 else read(ranges)
+              for _, ranges in sorted(reads.items())]
     return functools.reduce(lambda x, y: x.union(y), frames)
 
 

@@ -40,6 +40,13 @@ SPARK_CONF = {
     "spark.sql.redaction.options.regex": REDACTION,
     "spark.sql.redaction.string.regex": STRING_REDACTION,
     "spark.ui.showConsoleProgress": "false",
+    # Spark's pool of Kafka consumers (kafka_source.reader_group): room for the consumers
+    # of a flow of 1,000 partitions on both clusters (about 120 KiB of heap and two
+    # connections each; past it the oldest idle ones are closed), kept across runs of a
+    # schedule up to 15 minutes apart (Spark's default, 5 minutes, drops them between
+    # runs of a 5-minute schedule).
+    "spark.kafka.consumer.cache.capacity": "2048",
+    "spark.kafka.consumer.cache.timeout": "15m",
 }
 # Settings a Spark Connect client may change for its session (the rest are the server's):
 # the redaction patterns among them, so that a server of the user's own that lacks them
