@@ -118,6 +118,9 @@ def test_reads_reuse_sparks_consumers_but_never_serve_an_old_incarnations_record
 
     a = two_clusters["a"]
     cluster = parse_config(f"clusters = a\na.bootstrap.servers = {a}\n").cluster("a")
+    # The pool's room and keep-alive mirrorflow gives the servers it starts.
+    assert [spark.conf.get(f"spark.kafka.consumer.cache.{k}") for k in ("capacity", "timeout")] \
+        == ["2048", "15m"]
 
     def values(start: int, end: int, ids: dict[str, str]) -> list[bytes]:
         rows = read_ranges(spark, cluster, [("reborn", 0, start, end)], topic_ids=ids)
