@@ -113,3 +113,48 @@ def test_index_and_status_read_the_runs_rows_not_every_summary(
     # A reports directory written before runs.json: rows from the newest summaries.
     (tmp_path / "a__b" / reports.RUNS).unlink()
     assert [r["run_id"] for r in reports.runs("a->b")][-2:] == ["run-53", "run-54"]
+
+
+def test_two_thousand_runs_each_write_costs_the_same_and_retention_bounds_the_disk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """2,000 runs of a flow with mirrorflow.reports.retention.runs = 100: every write reads
+    one file (the rows), parses no summary, and leaves the newest 100 runs' reports; a
+    report older than retention.days goes at the next write whatever the count."""
+    import os
+    import time
+
+    monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path))
+    flow_dir = tmp_path / "a__b"
+    keep = reports.Retention(runs=100, days=7)
+    read: list[str] = []
+    real_read = Path.read_text
+
+    def counted(self: Path, *args, **kwargs) -> str:
+        read.append(self.name)
+        return real_read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    reads, kept = [], []
+    for i in range(2000):
+        read.clear()
+        reports.write("a->b", f"run-{i}", {"run_id": f"run-{i}", "records": i,
+                                           "validation": {"success": True}}, keep)
+        reads.append(list(read))
+        if i % 250 == 0 or i == 1999:
+            kept.append(sum(1 for p in flow_dir.iterdir() if p.is_dir()))
+    assert reads[1] == reads[10] == reads[1999] == [reports.RUNS]
+    assert kept == [1, 100, 100, 100, 100, 100, 100, 100, 100]
+    assert sorted(p.name for p in flow_dir.iterdir() if p.is_dir()) == sorted(
+        f"run-{i}" for i in range(1900, 2000))
+    assert reports.read("a->b")["run_id"] == "run-1999"
+    with pytest.raises(FileNotFoundError, match="no report for run 'run-1899'"):
+        reports.read("a->b", "run-1899")
+    page = (flow_dir / "index.html").read_text()
+    assert page.count("<tr class=") == reports.INDEX_RUNS and "run-1949<" not in page
+    # Days: a report eight days old goes at the next write, under the count as it is.
+    old = flow_dir / "run-1950" / reports.SUMMARY
+    eight_days_ago = time.time() - 8 * 86_400
+    os.utime(old, (eight_days_ago, eight_days_ago))
+    reports.write("a->b", "run-2000", {"run_id": "run-2000"}, keep)
+    assert not (flow_dir / "run-1950").exists() and (flow_dir / "run-1951").is_dir()
+    assert "run-1950<" not in (flow_dir / "index.html").read_text()

@@ -194,7 +194,7 @@ def failed_proof(flow: FlowConfig, plan: Plan, result: dict, resumed: bool, run_
     failed.heartbeat = (health or {}).get("heartbeat")
     failed.run_id, failed.validation = run_id, validation.to_dict()
     failed.duration_s = None if duration_s is None else round(duration_s, 3)
-    reports.write(flow.name, run_id, asdict(failed))
+    reports.write(flow.name, run_id, asdict(failed), reports.Retention.of(flow))
     metrics.update(flow.name, asdict(failed))
     return validation.error()
 
@@ -326,7 +326,7 @@ def checkpoint_step(config: MirrorConfig, flow: FlowConfig, report: RunResult) -
 def publish(config: MirrorConfig, flow: FlowConfig, run_id: str, summary: dict) -> dict:
     """Write the run's report and metrics; raise LagAlertError past an alert limit."""
     summary = dict(summary, run_id=run_id, lag=metrics.replication_lag(config, flow))
-    reports.write(flow.name, run_id, summary)
+    reports.write(flow.name, run_id, summary, reports.Retention.of(flow))
     metrics.update(flow.name, summary)
     found = metrics.alerts(flow, summary)
     if found:

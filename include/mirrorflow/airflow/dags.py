@@ -268,7 +268,7 @@ def report(config_file: str, flow_name: str, run_id: str, params: dict | None = 
     if dag_run is not None and dag_run.start_date is not None:
         summary["duration_s"] = round(
             (datetime.now(dag_run.start_date.tzinfo) - dag_run.start_date).total_seconds(), 3)
-    path = reports.write(flow_name, run_id, summary)
+    path = reports.write(flow_name, run_id, summary, reports.Retention.of(flow))
     metrics.update(flow_name, summary)
     log.info("report of %s written to %s", flow_name, path)
     return summary
@@ -284,7 +284,7 @@ def _failed_report(config: MirrorConfig, flow: FlowConfig, run_id: str) -> dict:
     except FileNotFoundError:
         summary, counted = {"flow": flow.name, "run_id": run_id, "partitions": []}, False
     summary.update(metrics.health(config, flow), failed=True)
-    reports.write(flow.name, run_id, summary)
+    reports.write(flow.name, run_id, summary, reports.Retention.of(flow))
     metrics.update(flow.name, summary, counters=not counted)
     return summary
 

@@ -457,6 +457,21 @@ _SPECS = [
         origin="mirrorflow",
     ),
     PropertySpec(
+        "mirrorflow.reports.retention.runs",
+        "1000",
+        _as_positive_int,
+        "Run reports (summary and Data Docs) kept per flow: the newest this many; each run "
+        "removes older ones as it writes its own.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.reports.retention.days",
+        "7",
+        _as_positive_int,
+        "Run reports older than this many days are removed, whatever their number.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
         "mirrorflow.alert.max.lag.records",
         "-1",
         _as_int,

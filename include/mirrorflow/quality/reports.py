@@ -8,7 +8,8 @@ Layout under ``$MIRRORFLOW_REPORTS_DIR`` (default ``reports/`` at the project ro
     <source>__<target>/<run id>/summary.json   the run's summary
     <source>__<target>/<run id>/index.html     the run's Data Docs (completeness suites)
 
-On a multi-worker deployment point it at shared storage.
+On a multi-worker deployment point it at shared storage. Each run's last report removes
+the reports ``mirrorflow.reports.retention.runs`` and ``.days`` no longer keep.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ import json
 import os
 import re
 import shutil
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mirrorflow.config.model import FlowConfig
 
 REPORTS_ENV = "MIRRORFLOW_REPORTS_DIR"
 DEFAULT_DIR = Path("reports")  # of the working directory; deployments set the variable
@@ -54,17 +61,50 @@ def share_static(docs_dir: Path) -> None:
     static.symlink_to(Path("..") / SHARED_STATIC)
 
 
-def write(flow_name: str, run_id: str, summary: dict) -> Path:
-    """Write the run's summary and refresh the flow's index page."""
+@dataclass(frozen=True)
+class Retention:
+    """How many of a flow's run reports stay, and for how long
+    (``mirrorflow.reports.retention.runs`` and ``.days``)."""
+
+    runs: int
+    days: int
+
+    @classmethod
+    def of(cls, flow: FlowConfig) -> Retention:
+        return cls(flow.get("mirrorflow.reports.retention.runs"),
+                   flow.get("mirrorflow.reports.retention.days"))
+
+
+def write(flow_name: str, run_id: str, summary: dict,
+          retention: Retention | None = None) -> Path:
+    """Write the run's summary and refresh the flow's index page; with ``retention``
+    (a run's last report), remove the reports it no longer keeps."""
     directory = run_dir(flow_name, run_id)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / SUMMARY
     path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    rows = [r for r in runs(flow_name) if r["dir"] != directory.name]
-    _replace(flow_dir(flow_name) / RUNS,
-             json.dumps([*rows, _row(directory.name, summary)][-INDEX_RUNS:], indent=1))
-    write_index(flow_name)
+    if retention is not None:
+        prune(flow_name, retention, keep=directory.name)
+    rows = [r for r in runs(flow_name) if r["dir"] != directory.name
+            and (flow_dir(flow_name) / r["dir"]).is_dir()]
+    rows = [*rows, _row(directory.name, summary)][-INDEX_RUNS:]
+    _replace(flow_dir(flow_name) / RUNS, json.dumps(rows, indent=1))
+    write_index(flow_name, rows)
     return path
+
+
+def prune(flow_name: str, retention: Retention, keep: str) -> list[str]:
+    """Remove the flow's run reports past ``retention`` (never ``keep``, the run writing);
+    the names removed. Its cost is bounded by what retention keeps, not by the runs the
+    flow ever made."""
+    found = sorted(((p.stat().st_mtime, p.parent.name)
+                    for p in flow_dir(flow_name).glob(f"*/{SUMMARY}")), reverse=True)
+    oldest = time.time() - retention.days * 86_400
+    gone = [name for i, (mtime, name) in enumerate(found)
+            if name != keep and (i >= retention.runs or mtime < oldest)]
+    for name in gone:
+        shutil.rmtree(flow_dir(flow_name) / name, ignore_errors=True)
+    return gone
 
 
 def _row(name: str, summary: dict) -> dict:
@@ -123,10 +163,11 @@ def verdict(summary: dict) -> str:
     return "passed" if validation.get("success") else "FAILED"
 
 
-def write_index(flow_name: str) -> Path:
-    """The flow's index page: newest runs first, with pass/fail and links."""
+def write_index(flow_name: str, shown: list[dict] | None = None) -> Path:
+    """The flow's index page: newest runs first (``shown``: their rows, by default
+    :func:`runs`), with pass/fail and links."""
     rows = []
-    for run in reversed(runs(flow_name)):
+    for run in reversed(runs(flow_name) if shown is None else shown):
         name = html.escape(run["dir"])
         link = (f'<a href="{name}/index.html">Data Docs</a>'
                 if (flow_dir(flow_name) / run["dir"] / "index.html").exists() else "")
