@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import NoReturn
 
+from mirrorflow.airflow.xcoms import brief, handoff, received
 from mirrorflow.config.model import FlowConfig, MirrorConfig, load_config
 
 log = logging.getLogger(__name__)
@@ -194,11 +195,12 @@ def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
         try:
             store.require_pending(planned["plan_id"])  # before load: old plans are pruned
             stored = store.load(planned["plan_id"])
-            return asdict(commit_step(config, flow, stored, run_id, planned["resumed"]))
+            committed = asdict(commit_step(config, flow, stored, run_id, planned["resumed"]))
         except PlanNotPendingError as exc:
             log.warning("%s", exc)
-            return asdict(RunResult(flow.name, run_id, planned["plan_id"], planned["resumed"],
-                                    note=str(exc)))
+            committed = asdict(RunResult(flow.name, run_id, planned["plan_id"],
+                                         planned["resumed"], note=str(exc)))
+    return handoff(flow_name, run_id, "commit_and_sync_offsets", committed)
 
 
 def checkpoint(config_file: str, flow_name: str, run_id: str) -> dict:
@@ -211,16 +213,17 @@ def checkpoint(config_file: str, flow_name: str, run_id: str) -> dict:
     with _leased(config_file, flow_name, run_id) as (config, flow):
         started = time.time()
         computed = checkpoints.compute(config, flow)
-        return {"count": checkpoints.emit(config, flow, computed),
+        done = {"count": checkpoints.emit(config, flow, computed),
                 "latency_ms": checkpoint_latency(computed, started)}
+    return handoff(flow_name, run_id, "checkpoint", done)
 
 
 def sync_group_offsets(config_file: str, flow_name: str, run_id: str) -> list[dict]:
     from mirrorflow.checkpoint import checkpoints
 
     with _leased(config_file, flow_name, run_id) as (config, flow):
-        return [asdict(g) for g in
-                checkpoints.sync_group_offsets(config, flow)]
+        done = [asdict(g) for g in checkpoints.sync_group_offsets(config, flow)]
+    return handoff(flow_name, run_id, "sync_group_offsets", done)
 
 
 def sync_topic_metadata(config_file: str, flow_name: str, run_id: str) -> dict:
@@ -228,7 +231,8 @@ def sync_topic_metadata(config_file: str, flow_name: str, run_id: str) -> dict:
     from mirrorflow.run import metadata_step
 
     with _leased(config_file, flow_name, run_id) as (config, flow):
-        return metadata_step(config, flow)
+        done = metadata_step(config, flow)
+    return handoff(flow_name, run_id, "sync_topic_metadata", done)
 
 
 def report(config_file: str, flow_name: str, run_id: str, params: dict | None = None,
@@ -247,13 +251,13 @@ def report(config_file: str, flow_name: str, run_id: str, params: dict | None = 
         raise AirflowSkipException("dry run: nothing to report")
     config = load_config(config_file)
     flow = config.flow(flow_name)
-    committed = ti.xcom_pull(task_ids="commit_and_sync_offsets") if ti is not None else None
+    committed = received(flow_name, run_id, "commit_and_sync_offsets", ti)
     if committed is None:
         return _failed_report(config, flow, run_id)
     summary = dict(committed, run_id=run_id,
                    validation=PlanStore(config, flow).validation(committed["plan_id"]),
                    lag=metrics.replication_lag(config, flow))
-    pulled = {task_id: ti.xcom_pull(task_ids=task_id)
+    pulled = {task_id: received(flow_name, run_id, task_id, ti)
               for task_id in ("checkpoint", "sync_group_offsets", "await_heartbeat",
                               "sync_topic_metadata")}
     if pulled["checkpoint"] is not None:
@@ -271,7 +275,16 @@ def report(config_file: str, flow_name: str, run_id: str, params: dict | None = 
     path = reports.write(flow_name, run_id, summary, reports.Retention.of(flow))
     metrics.update(flow_name, summary)
     log.info("report of %s written to %s", flow_name, path)
-    return summary
+    return _for_check(flow, summary)
+
+
+def _for_check(flow: FlowConfig, summary: dict) -> dict:
+    """The report task's XCom: the summary in brief, with the alerts ``check_lag`` raises
+    (computed here, from the whole summary)."""
+    from mirrorflow.quality import metrics
+
+    return {**brief({k: v for k, v in summary.items() if k != "alerts"}),
+            "alerts": brief(metrics.alerts(flow, summary))}
 
 
 def _failed_report(config: MirrorConfig, flow: FlowConfig, run_id: str) -> dict:
@@ -286,7 +299,7 @@ def _failed_report(config: MirrorConfig, flow: FlowConfig, run_id: str) -> dict:
     summary.update(metrics.health(config, flow), failed=True)
     reports.write(flow.name, run_id, summary, reports.Retention.of(flow))
     metrics.update(flow.name, summary, counters=not counted)
-    return summary
+    return _for_check(flow, summary)
 
 
 def check_lag(config_file: str, flow_name: str, params: dict | None = None,
@@ -304,7 +317,7 @@ def check_lag(config_file: str, flow_name: str, params: dict | None = None,
     if summary is None:
         raise AirflowFailException(f"flow {flow_name}: the run wrote no report; see the "
                                    "report task's log")
-    found = metrics.alerts(load_config(config_file).flow(flow_name), summary)
+    found = summary.get("alerts", [])
     if summary.get("failed"):
         raise AirflowFailException("\n".join([f"flow {flow_name}: the run failed before its "
                                               "commit (see its failed task)", *found]))

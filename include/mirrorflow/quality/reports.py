@@ -7,6 +7,7 @@ Layout under ``$MIRRORFLOW_REPORTS_DIR`` (default ``reports/`` at the project ro
     <source>__<target>/runs.json               their rows (what the index and status show)
     <source>__<target>/<run id>/summary.json   the run's summary
     <source>__<target>/<run id>/index.html     the run's Data Docs (completeness suites)
+    <source>__<target>/<run id>/parts/*.json   its DAG tasks' whole outputs
 
 On a multi-worker deployment point it at shared storage. Each run's last report removes
 the reports ``mirrorflow.reports.retention.runs`` and ``.days`` no longer keep.
@@ -31,6 +32,7 @@ REPORTS_ENV = "MIRRORFLOW_REPORTS_DIR"
 DEFAULT_DIR = Path("reports")  # of the working directory; deployments set the variable
 SUMMARY = "summary.json"
 RUNS = "runs.json"
+PARTS = "parts"
 INDEX_RUNS = 50
 SHARED_STATIC = "_static"
 
@@ -91,6 +93,23 @@ def write(flow_name: str, run_id: str, summary: dict,
     _replace(flow_dir(flow_name) / RUNS, json.dumps(rows, indent=1))
     write_index(flow_name, rows)
     return path
+
+
+def write_part(flow_name: str, run_id: str, name: str, value) -> Path:
+    """Keep ``value`` (JSON) in the run's directory as its part ``name`` (a DAG task's
+    whole output, :mod:`mirrorflow.airflow.xcoms`)."""
+    path = run_dir(flow_name, run_id) / PARTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _replace(path, json.dumps(value))
+    return path
+
+
+def read_part(flow_name: str, run_id: str, name: str):
+    """The run's part ``name``, or None where there is none."""
+    try:
+        return json.loads((run_dir(flow_name, run_id) / PARTS / f"{name}.json").read_text())
+    except FileNotFoundError:
+        return None
 
 
 def prune(flow_name: str, retention: Retention, keep: str) -> list[str]:
