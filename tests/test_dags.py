@@ -118,3 +118,28 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
                                 "reset_timestamp_ms", "confirm_reset"}
     for dag in (full, bare):
         assert all(t.retries >= 2 and t.doc_md for t in dag.tasks), dag.dag_id
+
+
+def test_continuous_schedule_runs_back_to_back_one_at_a_time_and_unknown_presets_are_refused(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mirrorflow.schedule = @continuous``: Airflow's continuous timetable (the next run
+    as soon as one ends) with one active run; a preset Airflow does not know is one
+    import error naming the property."""
+    from airflow.sdk.definitions.timetables.simple import ContinuousTimetable
+
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
+                    "a->b.enabled = true\nb->a.enabled = true\n"
+                    "a->b.mirrorflow.schedule = @continuous\n")
+    bag = dagbag_for(path, repo / "dags", monkeypatch)
+    assert bag.import_errors == {}
+    continuous, cron = bag.dags["mirror__a__b"], bag.dags["mirror__b__a"]
+    assert isinstance(continuous.timetable, ContinuousTimetable)
+    assert continuous.max_active_runs == 1 and not continuous.catchup
+    assert not isinstance(cron.timetable, ContinuousTimetable)
+    assert cron.schedule == "*/5 * * * *" and continuous.schedule == "@continuous"
+    path.write_text(path.read_text().replace("@continuous", "@sometimes"))
+    bag = dagbag_for(path, repo / "dags", monkeypatch)
+    (error,) = bag.import_errors.values()
+    assert "property 'a->b.mirrorflow.schedule'" in error
+    assert "one of @once, @continuous, @hourly" in error and "'@sometimes'" in error

@@ -148,14 +148,20 @@ def _as_string(raw: str) -> str:
     return raw.strip()
 
 
+# Airflow's schedule presets: cron shorthands, one run, and runs back to back.
+SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly",
+                    "@quarterly", "@yearly")
+
+
 def _as_schedule(raw: str) -> str | None:
     value = raw.strip()
     if value.lower() in ("none", "manual", ""):
         return None
-    if value.startswith("@") or len(value.split()) == 5:
+    if value in SCHEDULE_PRESETS or (not value.startswith("@") and len(value.split()) == 5):
         return value
     raise ValueError(
-        f"expected a 5-field cron expression, a preset like @hourly, or 'none', got {raw!r}"
+        f"expected a 5-field cron expression, one of {', '.join(SCHEDULE_PRESETS)}, or "
+        f"'none', got {raw!r}"
     )
 
 
@@ -357,7 +363,9 @@ _SPECS = [
         "mirrorflow.schedule",
         "*/5 * * * *",
         _as_schedule,
-        "Airflow schedule of the flow's DAG: cron, preset (@hourly), or 'none' for manual.",
+        "Airflow schedule of the flow's DAG: cron, a preset (@hourly), '@continuous' (runs "
+        "back to back, one at a time: a flow's lag is one run, not an interval plus a run), "
+        "or 'none' for manual.",
         origin="mirrorflow",
     ),
     PropertySpec(
