@@ -76,6 +76,8 @@ MIRRORFLOW_DEFAULTS = {
     "mirrorflow.records.per.spark.partition": 2_000_000,
     "mirrorflow.validate.fraction": 1.0,
     "mirrorflow.validate.expectations.dir": "",
+    "mirrorflow.reports.retention.runs": 1000,
+    "mirrorflow.reports.retention.days": 7,
     "mirrorflow.alert.max.lag.records": -1,
     "mirrorflow.alert.max.heartbeat.age.ms": -1,
     "failOnDataLoss": True,
