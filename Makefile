@@ -16,7 +16,7 @@ JVM_DIR := $(CURDIR)/.jvm
 JVM_PROFILES := broker mm2 spark-kafka
 MVN ?= mvn -q -B -Dstyle.color=never
 
-.PHONY: install jvm test lint demo down clean bench airflow airflow-db screenshots
+.PHONY: install jvm test lint demo down clean bench soak airflow airflow-db screenshots
 # Local Airflow (standalone, SQLite) for `make demo` and `make airflow`; tests use their own.
 AIRFLOW_LOCAL_HOME := $(CURDIR)/.airflow
 DEMO_DAG := mirror__primary__backup
@@ -78,6 +78,11 @@ clean: down
 
 bench: install
 	$(BIN)/python bench/run_bench.py
+
+# mirrorflow as a service: Airflow standalone, 4 flows on 3 local clusters, load, a broker
+# outage (SOAK_MINUTES, SOAK_CONTINUOUS_MINUTES, SOAK_RATE; writes bench/soak.json).
+soak: install
+	$(BIN)/python bench/soak.py
 
 # README pictures (docs/img/): Airflow standalone + headless Chromium (apt-get install chromium).
 screenshots: install

@@ -1,0 +1,498 @@
+"""``make soak``: mirrorflow as a service (issue 26).
+
+Three local Apache Kafka clusters (a, b, c), four flows (a->b, b->a, and the third
+cluster fed by both: a->c, b->c), each a DAG on a 1-minute schedule run by the real
+Airflow services (``airflow standalone``: scheduler, DAG processor, triggerer and API
+server on a SQLite metadata database file) against a warm Spark Connect server. A load
+generator writes ``SOAK_RATE`` records/s (default 2,000) with keys, headers and current
+timestamps over the sources' 20 topics of 4 partitions, for ``SOAK_MINUTES`` (default 30);
+in the middle the broker of cluster b (a target of two flows, the source of two) is
+stopped for 60 s and started again. A ``read_committed`` consumer per target records each
+record's end-to-end lag (its source timestamp to its first visibility). Then a second pass
+of ``SOAK_CONTINUOUS_MINUTES`` (default 10) with ``mirrorflow.schedule = @continuous``.
+
+At the end every source partition is compared with its remote partition on every target
+(each record exactly once, in order) and ``bench/soak.json`` is written with a short table:
+lag, DAG run durations and how much of them is Airflow's queueing, failed and overlapping
+runs, and the disk used by reports and Airflow's database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from array import array
+from datetime import datetime
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorflow.config.model import load_config
+from mirrorflow.dev import localcluster
+from mirrorflow.dev.localcluster import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+FLOWS = (("a", "b"), ("b", "a"), ("a", "c"), ("b", "c"))
+SOURCES = ("a", "b")
+TOPICS, PARTITIONS = 20, 4
+OUTAGE_S = 60
+CATCH_UP_S = 600
+
+
+def topics_of(source: str) -> list[str]:
+    return [f"load-{source}-{i}" for i in range(TOPICS)]
+
+
+def write_config(path: Path, ports: dict[str, int], connect_port: int, schedule: str) -> None:
+    lines = ["clusters = a, b, c",
+             *[f"{alias}.bootstrap.servers = 127.0.0.1:{port}" for alias, port in ports.items()],
+             *[f"{s}->{t}.enabled = true" for s, t in FLOWS],
+             "topics = load-.*", f"mirrorflow.schedule = {schedule}",
+             f"mirrorflow.spark.master = sc://127.0.0.1:{connect_port}",
+             "replication.factor = 1", "offset-syncs.topic.replication.factor = 1",
+             "checkpoints.topic.replication.factor = 1",
+             "heartbeats.topic.replication.factor = 1"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+class Load(threading.Thread):
+    """Writes ``rate`` records/s over one source's partitions, keys ``topic/partition/seq``."""
+
+    def __init__(self, bootstrap: str, source: str, rate: float) -> None:
+        super().__init__(daemon=True)
+        self.parts = [(t, p) for t in topics_of(source) for p in range(PARTITIONS)]
+        self.rate, self.stopped, self.failed = rate, threading.Event(), 0
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                                  "linger.ms": 5, "message.timeout.ms": 600_000})
+
+    def _delivered(self, err, _msg) -> None:
+        if err is not None:
+            self.failed += 1
+
+    def run(self) -> None:
+        seq = dict.fromkeys(self.parts, 0)
+        started, sent, i = time.monotonic(), 0, 0
+        while not self.stopped.is_set():
+            due = int((time.monotonic() - started) * self.rate)
+            while sent < due:
+                topic, partition = self.parts[i % len(self.parts)]
+                n = seq[(topic, partition)]
+                try:
+                    self.producer.produce(topic, key=f"{topic}/{partition}/{n}".encode(),
+                                          value=b"v" * 200, partition=partition,
+                                          headers=[("seq", str(n).encode())],
+                                          timestamp=int(time.time() * 1000),
+                                          on_delivery=self._delivered)
+                except BufferError:
+                    break
+                seq[(topic, partition)] = n + 1
+                sent, i = sent + 1, i + 1
+            self.producer.poll(0.05)
+        self.producer.flush(CATCH_UP_S)
+
+
+class Tail(threading.Thread):
+    """A read_committed consumer of a target's remote load topics: per record, when it
+    became visible and its lag (s) since its source timestamp."""
+
+    def __init__(self, bootstrap: str, pattern: str) -> None:
+        super().__init__(daemon=True)
+        self.arrived, self.lags = array("d"), array("d")
+        self.stopped = threading.Event()
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "soak-tail",
+                                  "isolation.level": "read_committed",
+                                  "auto.offset.reset": "earliest",
+                                  "enable.auto.commit": False,
+                                  "topic.metadata.refresh.interval.ms": 5000})
+        self.consumer.subscribe([pattern])
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            for msg in self.consumer.consume(10_000, 0.5):
+                if msg.error() is None:
+                    now = time.time()
+                    self.arrived.append(now)
+                    self.lags.append(now - msg.timestamp()[1] / 1000)
+        self.consumer.close()
+
+
+def keys_of(bootstrap: str, topic: str, partition: int) -> list[bytes]:
+    """Every record key of a partition, in offset order (committed records only)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "soak-check",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 30)
+        consumer.assign([TopicPartition(topic, partition, low)])
+        out: list[bytes] = []
+        while True:
+            msgs = consumer.consume(100_000, 2.0)
+            if not msgs:
+                position = consumer.position([TopicPartition(topic, partition)])[0].offset
+                if position < 0 or position >= high:
+                    return out
+            for msg in msgs:
+                if msg.error() is None:
+                    out.append(msg.key())
+                elif msg.error().code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(msg.error().str())
+    finally:
+        consumer.close()
+
+
+def exactly_once(bootstraps: dict[str, str]) -> dict[str, int]:
+    """Source partitions against their remote partitions on every flow's target."""
+    lost = duplicated = out_of_order = produced = 0
+    for source, target in FLOWS:
+        for topic in topics_of(source):
+            for partition in range(PARTITIONS):
+                want = keys_of(bootstraps[source], topic, partition)
+                got = keys_of(bootstraps[target], f"{source}.{topic}", partition)
+                produced += len(want)
+                lost += len(set(want) - set(got))
+                duplicated += len(got) - len(set(got))
+                out_of_order += int(got != want and not (set(want) - set(got))
+                                    and len(got) == len(set(got)))
+    return {"records_compared": produced, "records_lost": lost,
+            "records_duplicated": duplicated, "partitions_out_of_order": out_of_order}
+
+
+class Airflow:
+    """``airflow standalone`` in its own home, with this project's DAGs and the config."""
+
+    def __init__(self, home: Path, config: Path, reports: Path, connect_port: int) -> None:
+        self.home, self.process = home, None
+        port = free_port()
+        self.env = {**os.environ, "AIRFLOW_HOME": str(home),
+                    "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+                    "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+                    "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+                    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+                    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+                    "AIRFLOW__API__PORT": str(port),
+                    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL":
+                        f"http://localhost:{port}/execution/",
+                    "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
+                    "AIRFLOW__CORE__PARALLELISM": "8",
+                    "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+                    "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({
+                        "conn_type": "spark_connect", "host": "sc://127.0.0.1",
+                        "port": connect_port}),
+                    "MIRRORFLOW_CONFIG": str(config), "MIRRORFLOW_REPORTS_DIR": str(reports)}
+
+    def start(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        for command in (["db", "migrate"],
+                        ["pools", "set", "mirrorflow_spark", "2", "Spark jobs of mirrorflow"]):
+            subprocess.run([str(BIN / "airflow"), *command], env=self.env, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(self.home / "standalone.log", "ab") as log:
+            self.process = subprocess.Popen([str(BIN / "airflow"), "standalone"], env=self.env,
+                                            stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+
+    def cli(self, *args: str) -> None:
+        subprocess.run([str(BIN / "airflow"), *args], env=self.env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def drain(self, timeout: float = 900.0) -> None:
+        """Pause the flows' DAGs and wait until none has a running run."""
+        self.cli("dags", "pause", "--yes", "--treat-dag-id-as-regex", "^mirror__")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            db = sqlite3.connect(self.home / "airflow.db")
+            running = db.execute("select count(*) from dag_run where state in "
+                                 "('running', 'queued')").fetchone()[0]
+            db.close()
+            if not running:
+                return
+            time.sleep(5)
+
+    def wait_for_dags(self, count: int, timeout: float = 180.0) -> None:
+        """Until the DAG processor has stored ``count`` DAGs."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                db = sqlite3.connect(self.home / "airflow.db")
+                found = db.execute("select count(*) from dag where dag_id like 'mirror__%'"
+                                   ).fetchone()[0]
+                db.close()
+                if found >= count:
+                    return
+            except sqlite3.Error:
+                pass
+            time.sleep(2)
+        raise RuntimeError(f"Airflow did not load {count} DAGs in {timeout:.0f}s; see "
+                           f"{self.home / 'standalone.log'}")
+
+    def stop(self) -> None:
+        """Stop standalone and every process under it (its services start their own
+        sessions, out of reach of its process group)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        tree = _descendants(self.process.pid)
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            for pid in [self.process.pid, *tree]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signum)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and any(_alive(p) for p in tree):
+                time.sleep(1)
+        self.process.wait()
+
+    def runs(self) -> list[dict]:
+        """Every DAG run and the queued and running seconds of its tasks."""
+        db = sqlite3.connect(self.home / "airflow.db")
+        runs = [dict(zip(("dag_id", "run_id", "state", "start", "end"), row, strict=True))
+                for row in db.execute("select dag_id, run_id, state, start_date, end_date "
+                                      "from dag_run where start_date is not null")]
+        tasks = db.execute("select dag_id, run_id, queued_dttm, start_date, end_date, "
+                           "try_number from task_instance where start_date is not null")
+        spent: dict[tuple[str, str], list[float]] = {}
+        for dag_id, run_id, queued, start, end, tries in tasks:
+            item = spent.setdefault((dag_id, run_id), [0.0, 0.0, 0])
+            if queued and start:
+                item[0] += max(0.0, (_at(start) - _at(queued)).total_seconds())
+            if start and end:
+                item[1] += (_at(end) - _at(start)).total_seconds()
+            item[2] += max(0, (tries or 1) - 1)
+        db.close()
+        for run in runs:
+            run["queued_s"], run["running_s"], run["retries"] = spent.get(
+                (run["dag_id"], run["run_id"]), [0.0, 0.0, 0])
+            run["seconds"] = ((_at(run["end"]) - _at(run["start"])).total_seconds()
+                              if run["end"] else None)
+        return runs
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _at(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+def percentile(values, q: float) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+
+def overlapped(runs: list[dict]) -> int:
+    count = 0
+    for dag_id in {r["dag_id"] for r in runs}:
+        spans = sorted((_at(r["start"]), _at(r["end"])) for r in runs
+                       if r["dag_id"] == dag_id and r["end"])
+        count += sum(1 for (_, end), (start, _) in itertools.pairwise(spans) if start < end)
+    return count
+
+
+def report_bytes(reports: Path, since: float, until: float) -> float | None:
+    """Bytes on disk per run report written between the two times."""
+    sizes = []
+    for run in reports.glob("*/*/summary.json"):
+        if since <= run.stat().st_mtime < until:
+            sizes.append(sum(p.stat().st_size for p in run.parent.rglob("*") if p.is_file()))
+    return round(statistics.mean(sizes)) if sizes else None
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) -> dict:
+    state.mkdir(parents=True, exist_ok=True)
+    ports = {alias: free_port() for alias in ("a", "b", "c")}
+    connect_port = free_port()
+    config_path, reports = state / "soak.properties", state / "reports"
+    write_config(config_path, ports, connect_port, "* * * * *")
+    config = load_config(config_path)
+    brokers = localcluster.up(config, state / "local")
+    bootstraps = {b.alias: b.bootstrap for b in brokers}
+    airflow = Airflow(state / "airflow", config_path, reports, connect_port)
+    tails: dict[str, Tail] = {}
+    try:
+        for source in SOURCES:
+            admin = AdminClient({"bootstrap.servers": bootstraps[source]})
+            for future in admin.create_topics([NewTopic(t, PARTITIONS, 1)
+                                               for t in topics_of(source)]).values():
+                future.result(60)
+        patterns = {"b": r"^a\.load-.*", "a": r"^b\.load-.*", "c": r"^(a|b)\.load-.*"}
+        airflow.start()
+        airflow.wait_for_dags(len(FLOWS))
+        airflow.cli("dags", "unpause", "--yes", "--treat-dag-id-as-regex", "^mirror__")
+        db_start = du(state / "airflow" / "airflow.db")
+        tails = {alias: Tail(bootstraps[alias], pattern) for alias, pattern in patterns.items()}
+        for tail in tails.values():
+            tail.start()
+        loads = [Load(bootstraps[s], s, rate / len(SOURCES)) for s in SOURCES]
+        started = time.time()
+        for load in loads:
+            load.start()
+        time.sleep(minutes * 30)
+        broker_b = next(b for b in brokers if b.alias == "b")
+        outage = time.time()
+        localcluster.stop(broker_b)
+        time.sleep(OUTAGE_S)
+        localcluster.start(broker_b)
+        time.sleep(max(0.0, started + minutes * 60 - time.time()))
+        cron_end = time.time()
+        airflow.drain()  # no run cut short by the restart
+        airflow.stop()
+        cron_runs = airflow.runs()
+        # A new metadata database: Airflow 3.x's continuous timetable, given a DAG that ran
+        # on a cron schedule, keeps proposing the last cron run's date ("run already exists;
+        # skipping dagrun creation") and never starts a run.
+        write_config(config_path, ports, connect_port, "@continuous")
+        airflow = Airflow(state / "airflow-continuous", config_path, reports, connect_port)
+        airflow.start()
+        airflow.wait_for_dags(len(FLOWS))
+        airflow.cli("dags", "unpause", "--yes", "--treat-dag-id-as-regex", "^mirror__")
+        continuous_start = time.time()
+        time.sleep(continuous_minutes * 60)
+        for load in loads:
+            load.stopped.set()
+        for load in loads:
+            load.join()
+        deadline = time.time() + CATCH_UP_S
+        while time.time() < deadline and not _caught_up(config):
+            time.sleep(10)
+        ended = time.time()
+        airflow.stop()
+        runs = cron_runs + airflow.runs()
+        db_end = du(state / "airflow" / "airflow.db")  # the 1-minute pass's database
+        for tail in tails.values():
+            tail.stopped.set()
+        for tail in tails.values():
+            tail.join()
+        checked = exactly_once(bootstraps)
+    finally:
+        for tail in tails.values():
+            tail.stopped.set()
+        airflow.stop()
+        localcluster.down(config, state / "local")
+
+    def lags(since: float, until: float) -> list[float]:
+        return [lag for tail in tails.values()
+                for at, lag in zip(tail.arrived, tail.lags, strict=True) if since <= at < until]
+
+    cron_lags = lags(started, cron_end)
+    continuous_lags = lags(continuous_start + 60, ended)
+    cron_done = [r for r in cron_runs if r["seconds"] is not None]
+    seconds = [r["seconds"] for r in cron_done]
+    return {
+        "minutes": minutes, "continuous_minutes": continuous_minutes, "rate": rate,
+        "records_produced": checked["records_compared"],
+        "records_refused_at_source": sum(load.failed for load in loads),
+        "records_lost": checked["records_lost"],
+        "records_duplicated": checked["records_duplicated"],
+        "partitions_out_of_order": checked["partitions_out_of_order"],
+        "lag_p50_s": percentile(cron_lags, 0.5), "lag_p99_s": percentile(cron_lags, 0.99),
+        "lag_max_s": percentile(cron_lags, 1.0),
+        "continuous_lag_p50_s": percentile(continuous_lags, 0.5),
+        "continuous_lag_p99_s": percentile(continuous_lags, 0.99),
+        "dag_run_p50_s": percentile(seconds, 0.5), "dag_run_p99_s": percentile(seconds, 0.99),
+        "dag_run_max_s": percentile(seconds, 1.0),
+        "dag_run_queued_p50_s": percentile([r["queued_s"] for r in cron_done], 0.5),
+        "dag_run_task_running_p50_s": percentile([r["running_s"] for r in cron_done], 0.5),
+        "runs": len(runs), "runs_failed": sum(r["state"] == "failed" for r in runs),
+        "runs_failed_outside_outage": sum(
+            r["state"] == "failed" and not (outage - 60 <= _at(r["start"]).timestamp()
+                                            <= outage + OUTAGE_S + 120) for r in runs),
+        "runs_retried": sum(r["retries"] > 0 for r in runs), "runs_overlapped": overlapped(runs),
+        "report_bytes_per_run_first": report_bytes(reports, started, started + 300),
+        "report_bytes_per_run_last": report_bytes(reports, cron_end - 300, cron_end),
+        "reports_bytes_end": du(reports), "airflow_db_bytes_start": db_start,
+        "airflow_db_bytes_end": db_end,
+        "continuous_runs": len(runs) - len(cron_runs),
+    }
+
+
+def _caught_up(config) -> bool:
+    """Every remote partition's committed records as many as its source partition's
+    (the targets' offsets hold transaction markers too: at least as many)."""
+    from mirrorflow.errors import MirrorflowError
+    from mirrorflow.kafka.watermarks import probe_watermarks
+
+    try:
+        for source, target in FLOWS:
+            parts = [(t, p) for t in topics_of(source) for p in range(PARTITIONS)]
+            there = probe_watermarks(config.cluster(target),
+                                     [(f"{source}.{t}", p) for t, p in parts])
+            here = probe_watermarks(config.cluster(source), parts)
+            if any(there[(f"{source}.{t}", p)].high < here[(t, p)].high for t, p in parts):
+                return False
+    except (MirrorflowError, KeyError, TimeoutError):  # a remote topic not there yet
+        return False
+    return True
+
+
+def table(result: dict) -> str:
+    rows = [("records produced (compared on every flow)", result["records_produced"]),
+            ("lost / duplicated / partitions out of order",
+             f"{result['records_lost']} / {result['records_duplicated']} / "
+             f"{result['partitions_out_of_order']}"),
+            ("lag p50 / p99 / max, 1-minute schedule (s)",
+             f"{result['lag_p50_s']} / {result['lag_p99_s']} / {result['lag_max_s']}"),
+            ("lag p50 / p99, @continuous (s)",
+             f"{result['continuous_lag_p50_s']} / {result['continuous_lag_p99_s']}"),
+            ("DAG run p50 / p99 / max (s)",
+             f"{result['dag_run_p50_s']} / {result['dag_run_p99_s']} / {result['dag_run_max_s']}"),
+            ("of a run (p50): tasks queued / tasks running (s, summed over tasks)",
+             f"{result['dag_run_queued_p50_s']} / {result['dag_run_task_running_p50_s']}"),
+            ("runs / failed (outside the outage) / retried / overlapped",
+             f"{result['runs']} / {result['runs_failed']} ({result['runs_failed_outside_outage']})"
+             f" / {result['runs_retried']} / {result['runs_overlapped']}"),
+            ("report bytes per run, first / last 5 minutes",
+             f"{result['report_bytes_per_run_first']} / {result['report_bytes_per_run_last']}"),
+            ("Airflow database bytes, start / end",
+             f"{result['airflow_db_bytes_start']} / {result['airflow_db_bytes_end']}")]
+    return "\n".join(["| measure | figure |", "| --- | ---: |",
+                      *[f"| {name} | {value} |" for name, value in rows]])
+
+
+def main() -> int:
+    minutes = float(os.environ.get("SOAK_MINUTES", "30"))
+    continuous = float(os.environ.get("SOAK_CONTINUOUS_MINUTES", "10"))
+    rate = float(os.environ.get("SOAK_RATE", "2000"))
+    state = Path(os.environ.get("SOAK_DIR", ROOT / ".soak"))
+    result = soak(state, minutes, continuous, rate)
+    (ROOT / "bench" / "soak.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(table(result))
+    return 0 if result["records_lost"] == result["records_duplicated"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
