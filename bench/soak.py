@@ -207,17 +207,29 @@ class Airflow:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def drain(self, timeout: float = 900.0) -> None:
-        """Pause the flows' DAGs and wait until none has a running run."""
-        self.cli("dags", "pause", "--yes", "--treat-dag-id-as-regex", "^mirror__")
+        """Pause each flow's DAG once it has no active run, and wait until all are paused
+        and idle. (A paused DAG's running run schedules nothing more, not even a retry:
+        a DAG paused mid-run is unpaused until that run ends.)"""
+        paused: set[str] = set()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             db = sqlite3.connect(self.home / "airflow.db")
-            running = db.execute("select count(*) from dag_run where state in "
-                                 "('running', 'queued')").fetchone()[0]
+            dags = {d for (d,) in db.execute("select dag_id from dag where dag_id like "
+                                             "'mirror__%'")}
+            active = {d for (d,) in db.execute("select distinct dag_id from dag_run where "
+                                               "state in ('running', 'queued')")}
             db.close()
-            if not running:
+            for dag_id in sorted(dags):
+                if dag_id in active and dag_id in paused:
+                    self.cli("dags", "unpause", "--yes", dag_id)
+                    paused.discard(dag_id)
+                elif dag_id not in active and dag_id not in paused:
+                    self.cli("dags", "pause", "--yes", dag_id)
+                    paused.add(dag_id)
+            if paused == dags and not active:
                 return
             time.sleep(5)
+        raise RuntimeError(f"the flows' DAG runs did not end within {timeout:.0f}s")
 
     def wait_for_dags(self, count: int, timeout: float = 180.0) -> None:
         """Until the DAG processor has stored ``count`` DAGs."""
