@@ -453,20 +453,20 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
 
 
 def _caught_up(config) -> bool:
-    """Every remote partition's committed records as many as its source partition's
-    (the targets' offsets hold transaction markers too: at least as many)."""
+    """Every flow's committed position at its source partitions' end. (Not the remote
+    partitions' ends: their transaction markers make them longer than the records.)"""
     from mirrorflow.errors import MirrorflowError
     from mirrorflow.kafka.watermarks import probe_watermarks
+    from mirrorflow.source.offsets import OffsetStore
 
     try:
         for source, target in FLOWS:
             parts = [(t, p) for t in topics_of(source) for p in range(PARTITIONS)]
-            there = probe_watermarks(config.cluster(target),
-                                     [(f"{source}.{t}", p) for t, p in parts])
-            here = probe_watermarks(config.cluster(source), parts)
-            if any(there[(f"{source}.{t}", p)].high < here[(t, p)].high for t, p in parts):
+            ends = probe_watermarks(config.cluster(source), parts)
+            done = OffsetStore(config.cluster(target), source).positions()
+            if any(done.get(tp, -1) + 1 < ends[tp].high for tp in parts):
                 return False
-    except (MirrorflowError, KeyError, TimeoutError):  # a remote topic not there yet
+    except (MirrorflowError, KeyError, TimeoutError):  # a cluster still coming back
         return False
     return True
 
