@@ -135,17 +135,17 @@ def keys_of(bootstrap: str, topic: str, partition: int) -> list[bytes]:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 30)
         consumer.assign([TopicPartition(topic, partition, low)])
         out: list[bytes] = []
-        while True:
-            msgs = consumer.consume(100_000, 2.0)
-            if not msgs:
-                position = consumer.position([TopicPartition(topic, partition)])[0].offset
-                if position < 0 or position >= high:
-                    return out
-            for msg in msgs:
+        deadline = time.monotonic() + 120
+        while low < high and time.monotonic() < deadline:
+            for msg in consumer.consume(100_000, 0.5):
                 if msg.error() is None:
                     out.append(msg.key())
                 elif msg.error().code() != KafkaError._PARTITION_EOF:
                     raise RuntimeError(msg.error().str())
+            # Past the last record and its transaction's marker: done, without waiting.
+            if consumer.position([TopicPartition(topic, partition)])[0].offset >= high:
+                break
+        return out
     finally:
         consumer.close()
 
