@@ -657,7 +657,10 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
     verified = sample(plan, fraction)
     checks = scope(config, flow, plan, result, verified)
     validation = Validation(flow.name, run_id, plan.plan_id, True, fraction)
-    topic_ids = {flow.source: plan.topic_ids, flow.target: remote_topic_ids(config, flow, plan)}
+    # Only a run with something to read describes the remote topics (the suites read the
+    # ranges' regions, which are among checks.regions).
+    topic_ids = {flow.source: plan.topic_ids,
+                 flow.target: remote_topic_ids(config, flow, plan) if checks.regions else {}}
     if checks.regions:
         no_timestamps, compacted = remote_topic_traits(
             config, flow, {r.remote_topic for r in checks.regions})
