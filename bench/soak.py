@@ -19,14 +19,11 @@ runs, and the disk used by reports and Airflow's database.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
-import signal
 import sqlite3
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -39,10 +36,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.config.model import load_config
 from mirrorflow.dev import localcluster
+from mirrorflow.dev.local_airflow import LocalAirflow
 from mirrorflow.dev.localcluster import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 FLOWS = (("a", "b"), ("b", "a"), ("a", "c"), ("b", "c"))
 SOURCES = ("a", "b")
 TOPICS, PARTITIONS = 20, 4
@@ -167,44 +164,17 @@ def exactly_once(bootstraps: dict[str, str]) -> dict[str, int]:
             "records_duplicated": duplicated, "partitions_out_of_order": out_of_order}
 
 
-class Airflow:
-    """``airflow standalone`` in its own home, with this project's DAGs and the config."""
+class Airflow(LocalAirflow):
+    """The local Airflow services over the soak's config, its flows' DAGs unpaused."""
 
     def __init__(self, home: Path, config: Path, reports: Path, connect_port: int) -> None:
-        self.home, self.process = home, None
-        port = free_port()
-        self.env = {**os.environ, "AIRFLOW_HOME": str(home),
-                    "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-                    "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-                    "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-                    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-                    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-                    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
-                    "AIRFLOW__API__PORT": str(port),
-                    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL":
-                        f"http://localhost:{port}/execution/",
-                    "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
-                    "AIRFLOW__CORE__PARALLELISM": "8",
-                    "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
-                    "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({
-                        "conn_type": "spark_connect", "host": "sc://127.0.0.1",
-                        "port": connect_port}),
-                    "MIRRORFLOW_CONFIG": str(config), "MIRRORFLOW_REPORTS_DIR": str(reports)}
-
-    def start(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
-        for command in (["db", "migrate"],
-                        ["pools", "set", "mirrorflow_spark", "2", "Spark jobs of mirrorflow"]):
-            subprocess.run([str(BIN / "airflow"), *command], env=self.env, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        with open(self.home / "standalone.log", "ab") as log:
-            self.process = subprocess.Popen([str(BIN / "airflow"), "standalone"], env=self.env,
-                                            stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
-
-    def cli(self, *args: str) -> None:
-        subprocess.run([str(BIN / "airflow"), *args], env=self.env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        super().__init__(home, ROOT, config, reports, {
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__CORE__PARALLELISM": "8",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({
+                "conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": connect_port})})
 
     def drain(self, timeout: float = 900.0) -> None:
         """Pause each flow's DAG once it has no active run, and wait until all are paused
@@ -248,21 +218,6 @@ class Airflow:
         raise RuntimeError(f"Airflow did not load {count} DAGs in {timeout:.0f}s; see "
                            f"{self.home / 'standalone.log'}")
 
-    def stop(self) -> None:
-        """Stop standalone and every process under it (its services start their own
-        sessions, out of reach of its process group)."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        tree = _descendants(self.process.pid)
-        for signum in (signal.SIGTERM, signal.SIGKILL):
-            for pid in [self.process.pid, *tree]:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signum)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and any(_alive(p) for p in tree):
-                time.sleep(1)
-        self.process.wait()
-
     def runs(self) -> list[dict]:
         """Every DAG run and the queued and running seconds of its tasks."""
         db = sqlite3.connect(self.home / "airflow.db")
@@ -286,29 +241,6 @@ class Airflow:
             run["seconds"] = ((_at(run["end"]) - _at(run["start"])).total_seconds()
                               if run["end"] else None)
         return runs
-
-
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                children.setdefault(parent, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def _at(value: str) -> datetime:

@@ -8,10 +8,6 @@ read_committed consumer of the remote topic sees every source record once."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -20,63 +16,33 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
-from mirrorflow.dev.localcluster import free_port
+from mirrorflow.dev.local_airflow import LocalAirflow
 
 pytestmark = [pytest.mark.airflow, pytest.mark.broker, pytest.mark.spark]
 
 DAG_ID = "mirror__a__b"
-AIRFLOW = str(Path(sys.executable).parent / "airflow")
 TERMINAL = {"success", "failed"}
 
 
-class Services:
-    """`airflow standalone` on an Airflow home of its own, stopped on exit."""
+class Services(LocalAirflow):
+    """The local Airflow services on an Airflow home of their own, stopped on exit."""
 
     def __init__(self, home: Path, repo: Path, config: Path, reports: Path) -> None:
-        port = free_port()
-        self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith("AIRFLOW__") and k != "AIRFLOW_HOME"}
-        self.env.update({
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(repo / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(repo / "plugins"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        super().__init__(home, repo, config, reports, {
             "AIRFLOW__CORE__PARALLELISM": "4",
-            "AIRFLOW__API__PORT": str(port),
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "600",
             # Waiting runs wait in the triggerer (standalone runs one).
             "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
-            "MIRRORFLOW_CONFIG": str(config),
-            "MIRRORFLOW_REPORTS_DIR": str(reports),
         })
-        self.log = home / "standalone.log"
-        self.process: subprocess.Popen | None = None
 
     def cli(self, *args: str) -> str:
-        """An Airflow CLI command; SQLite's "database is locked" (the services write the
-        same file) and a finished backfill not yet closed by the scheduler are waited out,
-        as a person would run the command again."""
-        deadline = time.monotonic() + 300  # a busy scheduler closes a backfill late
-        while True:
-            done = subprocess.run([AIRFLOW, *args], env=self.env, capture_output=True,
-                                  text=True, timeout=180, check=False)
-            if time.monotonic() > deadline or (
-                    "database is locked" not in done.stderr
-                    and "AlreadyRunningBackfill" not in done.stderr):
-                break
-            time.sleep(2)
+        done = self.run(*args)
         assert done.returncode == 0, f"airflow {' '.join(args)}: {done.stderr[-2000:]}"
         return done.stdout
 
     def __enter__(self) -> Services:
-        self.cli("db", "migrate")
-        self.cli("pools", "set", "mirrorflow_spark", "2", "Spark jobs")
-        with self.log.open("w") as out:
-            self.process = subprocess.Popen([AIRFLOW, "standalone"], env=self.env, stdout=out,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+        self.start()
         deadline = time.monotonic() + 240
         while DAG_ID not in self.cli("dags", "list", "-o", "plain"):
             assert self.process.poll() is None, self.log.read_text()[-3000:]
@@ -85,13 +51,7 @@ class Services:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(30)
+        self.stop()
 
     def json(self, *args: str) -> list[dict]:
         """A CLI command's JSON output (its log lines go to the same stream)."""

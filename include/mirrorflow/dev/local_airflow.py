@@ -1,0 +1,124 @@
+"""Airflow's real services on this machine: ``airflow standalone`` (scheduler, DAG
+processor, triggerer, API server, LocalExecutor) on an Airflow home and SQLite database of
+its own, with the project's DAGs over a mirrorflow config. The scheduler race test and
+``make soak`` run flows through it.
+
+Its API server listens on a free port, and the task runners are told so (Airflow's
+execution API address otherwise stays on port 8080). Its services start sessions of their
+own, out of reach of its process group: :meth:`LocalAirflow.stop` stops the whole tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mirrorflow.dev.localcluster import free_port
+from mirrorflow.errors import MirrorflowError
+
+BIN = Path(sys.executable).parent
+
+
+class LocalAirflowError(MirrorflowError):
+    """An Airflow command of the local services failed."""
+
+
+class LocalAirflow:
+    """``airflow standalone`` in ``home`` with ``repo``'s DAGs and plugins over
+    ``config``, reports in ``reports``; ``settings`` add or override environment
+    variables (``AIRFLOW__...``)."""
+
+    def __init__(self, home: Path, repo: Path, config: Path, reports: Path,
+                 settings: dict[str, str] | None = None) -> None:
+        port = free_port()
+        self.home, self.log = home, home / "standalone.log"
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("AIRFLOW__") and k != "AIRFLOW_HOME"}
+        self.env.update({
+            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",  # standalone's children
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(repo / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(repo / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            "MIRRORFLOW_CONFIG": str(config),
+            "MIRRORFLOW_REPORTS_DIR": str(reports),
+            **(settings or {}),
+        })
+        self.process: subprocess.Popen | None = None
+
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        """An Airflow CLI command; SQLite's "database is locked" (the services write the
+        same file) and a finished backfill not yet closed by the scheduler are waited out,
+        as a person would run the command again."""
+        deadline = time.monotonic() + 300  # a busy scheduler closes a backfill late
+        while True:
+            done = subprocess.run([str(BIN / "airflow"), *args], env=self.env,
+                                  capture_output=True, text=True, timeout=180, check=False)
+            if time.monotonic() > deadline or (
+                    "database is locked" not in done.stderr
+                    and "AlreadyRunningBackfill" not in done.stderr):
+                return done
+            time.sleep(2)
+
+    def cli(self, *args: str) -> str:
+        """:meth:`run`, its output; a failure raises naming the command."""
+        done = self.run(*args)
+        if done.returncode != 0:
+            raise LocalAirflowError(f"airflow {' '.join(args)}: {done.stderr[-2000:]}")
+        return done.stdout
+
+    def start(self) -> None:
+        """Migrate the database, create mirrorflow's Spark pool, start the services."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.cli("db", "migrate")
+        self.cli("pools", "set", "mirrorflow_spark", "2", "Spark jobs of mirrorflow")
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen([str(BIN / "airflow"), "standalone"],
+                                            env=self.env, stdout=out,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(self) -> None:
+        """Stop standalone and every process under it: SIGTERM, then SIGKILL what is left
+        after a minute."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        tree = _descendants(self.process.pid)
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            for pid in [self.process.pid, *tree]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signum)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and any(_alive(p) for p in tree):
+                time.sleep(1)
+        self.process.wait()
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
