@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -277,6 +278,8 @@ def du(path: Path) -> int:
 
 
 def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) -> dict:
+    for owned in ("local", "airflow", "airflow-continuous", "reports"):  # an earlier soak's
+        shutil.rmtree(state / owned, ignore_errors=True)
     state.mkdir(parents=True, exist_ok=True)
     ports = {alias: free_port() for alias in ("a", "b", "c")}
     connect_port = free_port()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import (
+    commit,
     config_file,
     create_topic,
     produce,
@@ -238,3 +239,28 @@ def test_mirror_task_killed_then_retried_by_airflow(airflow_db, two_clusters, tm
     assert mirror.try_number >= 2
     for p in range(2):
         assert read_partition(b, "a.clicks", p) == read_partition(a, "clicks", p)
+
+
+def test_a_task_failing_after_the_commit_fails_the_run(airflow_db, two_clusters, tmp_path,
+                                                       monkeypatch, capfd) -> None:
+    """A run whose checkpoint task fails after the commit (here: the checkpoints topic
+    asks for more replicas than the target has brokers) ends failed, not green behind
+    the ``all_done`` report: check_lag fails naming the task."""
+    create_topic(two_clusters["a"], "orders", 1)
+    produce(two_clusters["a"], "orders", varied_records(5), 1)
+    commit(two_clusters["a"], "app", "orders", {0: 3})
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n"
+                       "checkpoints.topic.replication.factor = 3\n"
+                       "mirrorflow.retry.delay.seconds = 0\n")
+    monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
+    run = flow_dag(path, monkeypatch).test()
+    got = states(run)
+    assert str(run.state) == "failed", got
+    assert (got["commit_and_sync_offsets"], got["checkpoint"], got["report"],
+            got["check_lag"]) == ("success", "failed", "success", "failed"), got
+    printed = capfd.readouterr().out
+    assert "flow a->b: the run committed, but its task checkpoint failed (see its log)" in printed
+    assert ("TopicCreationError: cluster 'b': cannot create topic 'a.checkpoints.internal' "
+            "(1 partitions, replication factor 3): Unable to replicate the partition 3 "
+            "time(s)") in printed

@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from helpers.kafka import (
+    commit,
     config_file,
     create_topic,
     produce,
@@ -26,13 +27,6 @@ from mirrorflow.run import run_cycle
 from mirrorflow.source.plan import PlanStore
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
-
-
-def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
-                    asynchronous=False)
-    consumer.close()
 
 
 def committed(bootstrap: str, group: str, topic: str, partition: int) -> int:

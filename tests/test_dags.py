@@ -94,22 +94,23 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
     bag = dagbag_for(path, repo / "dags", monkeypatch)
     full, bare = bag.dags["mirror__a__b"], bag.dags["mirror__c__a"]
     assert set(full.task_ids) == {
-        "check_clusters", "claim_flow", "emit_heartbeat", "plan", "mirror", "validate",
-        "commit_and_sync_offsets", "checkpoint", "sync_group_offsets", "await_heartbeat", "report",
-        "check_lag", "sync_topic_metadata", "release_flow"}
-    assert set(bare.task_ids) == {"check_clusters", "claim_flow", "plan", "mirror", "validate",
+        "claim_flow", "plan", "mirror", "validate", "commit_and_sync_offsets", "checkpoint",
+        "await_heartbeat", "report", "check_lag", "sync_topic_metadata", "release_flow"}
+    assert set(bare.task_ids) == {"claim_flow", "plan", "mirror", "validate",
                                   "commit_and_sync_offsets", "release_flow", "report",
                                   "check_lag"}
     # The run owns the flow from claim_flow to release_flow, which runs whatever the
     # state-writing tasks did and waits for all of them.
-    assert full.get_task("claim_flow").downstream_task_ids == {"emit_heartbeat"}
+    assert full.get_task("claim_flow").downstream_task_ids == {"plan"}
     assert bare.get_task("claim_flow").downstream_task_ids == {"plan"}
     assert full.get_task("claim_flow").mode == "reschedule"
     assert full.get_task("release_flow").trigger_rule == "all_done"
     assert full.get_task("release_flow").upstream_task_ids == {
-        "commit_and_sync_offsets", "checkpoint", "sync_group_offsets", "sync_topic_metadata"}
+        "commit_and_sync_offsets", "checkpoint", "sync_topic_metadata"}
     assert full.get_task("validate").downstream_task_ids == {"commit_and_sync_offsets"}
-    assert full.get_task("emit_heartbeat").downstream_task_ids == {"plan"}
+    assert full.get_task("checkpoint").upstream_task_ids == {"commit_and_sync_offsets"}
+    assert full.get_task("await_heartbeat").since_ms == (
+        "{{ ti.xcom_pull(task_ids='plan')['heartbeat_ms'] }}")
     assert full.get_task("sync_topic_metadata").upstream_task_ids == {"plan"}
     assert full.get_task("mirror").pool == "mirrorflow_spark"
     assert full.get_task("mirror").conn_id == "spark_default"
@@ -143,3 +144,22 @@ def test_continuous_schedule_runs_back_to_back_one_at_a_time_and_unknown_presets
     (error,) = bag.import_errors.values()
     assert "property 'a->b.mirrorflow.schedule'" in error
     assert "one of @once, @continuous, @hourly" in error and "'@sometimes'" in error
+
+
+def test_claim_flow_fails_at_once_naming_the_cluster_that_does_not_answer(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's first task checks both clusters before it claims anything: a cluster that
+    does not answer fails it, naming the cluster and its address."""
+    from mirrorflow.dev.localcluster import free_port
+    from mirrorflow.kafka.clients import ClusterUnreachableError
+
+    port = free_port()  # nothing listens there
+    path = tmp_path / "mm2.properties"
+    path.write_text(f"clusters = a, b\na.bootstrap.servers = 127.0.0.1:{port}\n"
+                    f"b.bootstrap.servers = 127.0.0.1:{port}\na->b.enabled = true\n")
+    claim = dagbag_for(path, repo / "dags", monkeypatch).dags["mirror__a__b"].get_task(
+        "claim_flow")
+    with pytest.raises(ClusterUnreachableError,
+                       match=rf"^cluster 'a' \(127\.0\.0\.1:{port}\) is not reachable: no "
+                             "broker answers there$"):
+        claim.execute({"params": {}})

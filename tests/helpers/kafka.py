@@ -126,6 +126,14 @@ def topic_partitions(bootstrap: str, topic: str) -> int:
     return len(metadata.topics[topic].partitions)
 
 
+def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit ``group``'s offsets of ``topic`` (partition -> offset)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                    asynchronous=False)
+    consumer.close()
+
+
 def config_file(path: Path, bootstraps: dict[str, str], flows: str, extra: str = "") -> Path:
     lines = [f"clusters = {', '.join(bootstraps)}"]
     lines += [f"{alias}.bootstrap.servers = {b}" for alias, b in bootstraps.items()]

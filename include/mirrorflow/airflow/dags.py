@@ -3,14 +3,18 @@
 Parsing reads only the config file: no broker, no Spark, no Great Expectations import.
 A broken config raises ConfigError, which Airflow shows as one import error of the DAG
 file naming the property at fault. Every task calls the library functions that
-``mirrorflow run`` calls.
+``mirrorflow run`` calls. A task boundary is kept where a user sees it (a sensor that
+waits without a slot, the Spark job and its pool, the proof's verdict, the guarded commit,
+the report and its alert) and saved elsewhere: each costs a scheduler round and a task
+process, a second or more of a run.
 
-Task order: ``emit_heartbeat`` comes first so that this run's own mirror carries the
-heartbeat to the target, where ``await_heartbeat`` senses it; waiting for the next run
-instead could never succeed with ``max_active_runs = 1``. ``validate`` comes between
-``mirror`` and ``commit_and_sync_offsets``: a target that fails the completeness check
-keeps the plan pending and gets no checkpoints or group offsets. The check itself runs in
-the ``mirror`` task's Spark job (one JVM per run); ``validate`` gives its verdict.
+Task order: ``plan`` writes the run's heartbeat before it plans, so that this run's own
+mirror carries the heartbeat to the target, where ``await_heartbeat`` senses it; waiting
+for the next run instead could never succeed with ``max_active_runs = 1``. ``validate``
+comes between ``mirror`` and ``commit_and_sync_offsets``: a target that fails the
+completeness check keeps the plan pending and gets no checkpoints or group offsets. The
+check itself runs in the ``mirror`` task's Spark job (one JVM per run); ``validate``
+gives its verdict.
 """
 
 from __future__ import annotations
@@ -63,17 +67,6 @@ def _leased(config_file: str, flow_name: str, run_id: str
         yield config, flow
 
 
-def check_clusters(config_file: str, flow_name: str) -> dict[str, str]:
-    """Fail fast, naming the cluster, when the source or target does not answer."""
-    from mirrorflow.kafka.clients import check_reachable
-
-    config = load_config(config_file)
-    flow = config.flow(flow_name)
-    for alias in (flow.source, flow.target):
-        check_reachable(config.cluster(alias))
-    return {"source": flow.source, "target": flow.target, "config_digest": config.digest}
-
-
 def release_flow(config_file: str, flow_name: str, run_id: str,
                  params: dict | None = None) -> None:
     """The run lets go of its flow (after its last state-writing task, whatever their
@@ -86,29 +79,20 @@ def release_flow(config_file: str, flow_name: str, run_id: str,
     FlowLease(config, config.flow(flow_name), run_id).release_run()
 
 
-def emit_heartbeat(config_file: str, flow_name: str, run_id: str,
-                   params: dict | None = None) -> int | None:
-    """Write this run's heartbeats, as MM2's connectors of the pair and its reverse do,
-    holding the run's lease as ``mirrorflow run`` does; returns their timestamp (ms).
-    A dry run writes none."""
+def plan(config_file: str, flow_name: str, params: dict, run_id: str) -> dict:
+    """Write this run's heartbeats (as MM2's connectors of the pair and its reverse do,
+    first, so that this run's mirror carries them; ``heartbeat_ms`` is their timestamp),
+    reset positions if asked (confirmed), then plan or resume the pending plan. A dry run
+    takes no lease and writes nothing: it logs the reset's positions and the plan that
+    would follow, and skips the rest of the run."""
     from mirrorflow.heartbeat import heartbeats
 
-    if (params or {}).get("dry_run"):
-        log.info("dry run: no heartbeat written")
-        return None
-    with _leased(config_file, flow_name, run_id) as (config, flow):
-        return heartbeats.emit(config, flow)
-
-
-def plan(config_file: str, flow_name: str, params: dict, run_id: str) -> dict:
-    """Reset positions if asked (confirmed), then plan or resume the pending plan. A dry
-    run takes no lease and writes nothing: it logs the reset's positions and the plan that
-    would follow, and skips the rest of the run."""
     if params.get("dry_run"):
         config = load_config(config_file)
         _dry_run(config, config.flow(flow_name), params, run_id)
     with _leased(config_file, flow_name, run_id) as (config, flow):
-        return _plan(config, flow, params, run_id)
+        beat = heartbeats.emit(config, flow) if heartbeats.emits(config, flow) else None
+        return {**_plan(config, flow, params, run_id), "heartbeat_ms": beat}
 
 
 def _limits(params: dict) -> dict:
@@ -204,26 +188,25 @@ def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
 
 
 def checkpoint(config_file: str, flow_name: str, run_id: str) -> dict:
-    """Emit checkpoints; how many, and per group the checkpoint latency (ms)."""
+    """What MM2's checkpoint connector does, each part as the flow enables it: emit
+    checkpoints (how many, and per group the checkpoint latency in ms), then sync the
+    translated offsets into idle target groups (it reads the checkpoint store, as MM2's
+    does), forward only."""
     import time
 
     from mirrorflow.checkpoint import checkpoints
     from mirrorflow.run import checkpoint_latency
 
+    done: dict = {}
     with _leased(config_file, flow_name, run_id) as (config, flow):
-        started = time.time()
-        computed = checkpoints.compute(config, flow)
-        done = {"count": checkpoints.emit(config, flow, computed),
-                "latency_ms": checkpoint_latency(computed, started)}
+        if flow.get("emit.checkpoints.enabled"):
+            started = time.time()
+            computed = checkpoints.compute(config, flow)
+            done.update(count=checkpoints.emit(config, flow, computed),
+                        latency_ms=checkpoint_latency(computed, started))
+        if flow.get("sync.group.offsets.enabled"):
+            done["group_sync"] = [asdict(g) for g in checkpoints.sync_group_offsets(config, flow)]
     return handoff(flow_name, run_id, "checkpoint", done)
-
-
-def sync_group_offsets(config_file: str, flow_name: str, run_id: str) -> list[dict]:
-    from mirrorflow.checkpoint import checkpoints
-
-    with _leased(config_file, flow_name, run_id) as (config, flow):
-        done = [asdict(g) for g in checkpoints.sync_group_offsets(config, flow)]
-    return handoff(flow_name, run_id, "sync_group_offsets", done)
 
 
 def sync_topic_metadata(config_file: str, flow_name: str, run_id: str) -> dict:
@@ -258,13 +241,13 @@ def report(config_file: str, flow_name: str, run_id: str, params: dict | None = 
                    validation=PlanStore(config, flow).validation(committed["plan_id"]),
                    lag=metrics.replication_lag(config, flow))
     pulled = {task_id: received(flow_name, run_id, task_id, ti)
-              for task_id in ("checkpoint", "sync_group_offsets", "await_heartbeat",
-                              "sync_topic_metadata")}
-    if pulled["checkpoint"] is not None:
-        summary["checkpoints"] = pulled["checkpoint"]["count"]
-        summary["checkpoint_latency_ms"] = pulled["checkpoint"]["latency_ms"]
-    if pulled["sync_group_offsets"] is not None:
-        summary["group_sync"] = pulled["sync_group_offsets"]
+              for task_id in ("checkpoint", "await_heartbeat", "sync_topic_metadata")}
+    checkpointed = pulled["checkpoint"] or {}
+    if "count" in checkpointed:
+        summary["checkpoints"] = checkpointed["count"]
+        summary["checkpoint_latency_ms"] = checkpointed["latency_ms"]
+    if "group_sync" in checkpointed:
+        summary["group_sync"] = checkpointed["group_sync"]
     if pulled["await_heartbeat"] is not None:
         summary["heartbeat"] = pulled["await_heartbeat"]
     if pulled["sync_topic_metadata"] is not None:
@@ -302,11 +285,13 @@ def _failed_report(config: MirrorConfig, flow: FlowConfig, run_id: str) -> dict:
     return _for_check(flow, summary)
 
 
-def check_lag(config_file: str, flow_name: str, params: dict | None = None,
+def check_lag(config_file: str, flow_name: str, run_id: str, params: dict | None = None,
               ti=None) -> None:
     """Fail, naming flow, partition and limit, past ``mirrorflow.alert.*``, also after a
     failed run (its lag and heartbeat age measured by ``report``); a failed run fails here
-    too, so the DAG run stays failed."""
+    too, so the DAG run stays failed: one that failed before its commit, and one whose
+    later task failed (a checkpoint, a metadata sync, a heartbeat that never arrived),
+    which would otherwise end green behind this task's ``all_done``."""
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     from mirrorflow.quality import metrics
@@ -321,8 +306,21 @@ def check_lag(config_file: str, flow_name: str, params: dict | None = None,
     if summary.get("failed"):
         raise AirflowFailException("\n".join([f"flow {flow_name}: the run failed before its "
                                               "commit (see its failed task)", *found]))
+    failed = _failed_tasks(ti, run_id)
+    if failed:
+        raise AirflowFailException("\n".join([f"flow {flow_name}: the run committed, but its "
+                                              f"task {', '.join(failed)} failed (see its log)",
+                                              *found]))
     if found:
         raise metrics.LagAlertError("\n".join(found))
+
+
+def _failed_tasks(ti, run_id: str) -> list[str]:
+    """The run's tasks that failed, or did not run because an upstream one failed
+    (``release_flow``, which runs beside ``report``, is a leaf of its own)."""
+    states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[run_id]).get(run_id, {})
+    return sorted(task for task, state in states.items()
+                  if state in ("failed", "upstream_failed") and task != "release_flow")
 
 
 # --------------------------------------------------------------------------- the DAG
@@ -389,18 +387,20 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
         params=_params(),
         doc_md=_doc(flow, config),
     ) as dag:
-        clusters = task(task_id="check_clusters", doc_md="Both clusters answer.")(
-            check_clusters)(path, name)
         claimed = FlowClaimSensor(
             task_id="claim_flow", config_file=path, flow_name=name, mode="reschedule",
             poke_interval=CLAIM_POKE_S, timeout=CLAIM_TIMEOUT_S,
             deferrable=_default_deferrable(),
-            doc_md="This run takes the flow for itself until release_flow; while another "
-                   "live run of the flow owns it (a backfill, a manual trigger, another "
-                   "deployment), it waits here, rescheduled, holding no worker slot.")
-        clusters >> claimed
-        planned = task(task_id="plan", doc_md="Store the run's ranges (a retry reuses them).")(
-            plan)(path, name)
+            doc_md="Both clusters answer (else it fails naming the cluster); then this run "
+                   "takes the flow for itself until release_flow; while another live run "
+                   "of the flow owns it (a backfill, a manual trigger, another deployment), "
+                   "it waits here, rescheduled, holding no worker slot.")
+        planned = task(task_id="plan",
+                       doc_md="This run's heartbeats as MM2 emits them (the pair's into the "
+                              "target, the reverse pair's into the source, so that this run's "
+                              "mirror carries them), the reset if one is asked, then the "
+                              "run's ranges stored (a retry reuses them).")(plan)(path, name)
+        claimed >> planned
         mirror = MirrorJobOperator(
             config_file=path, flow_name=name, conn_id=flow.get("mirrorflow.spark.conn.id"),
             task_id="mirror", pool=SPARK_POOL,
@@ -420,41 +420,26 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             commit_and_sync_offsets)(path, name, planned)
         last = [committed]
         writers = [committed]  # the tasks that write state after the plan
-        if heartbeats.emits(config, flow):
-            beat = task(task_id="emit_heartbeat",
-                        doc_md="This run's heartbeats, as MM2 emits them: the pair's into "
-                               "the target, the reverse pair's into the source.")(
-                emit_heartbeat)(path, name)
-            claimed >> beat >> planned
-        else:
-            claimed >> planned
         if heartbeats.senses(config, flow):
             sensed = HeartbeatSensor(
                 task_id="await_heartbeat",
                 doc_md="The reverse pair's heartbeat, mirrored by this run, is on the target.",
                 config_file=path, flow_name=name,
-                since_ms="{{ ti.xcom_pull(task_ids='emit_heartbeat') }}",
+                since_ms="{{ ti.xcom_pull(task_ids='plan')['heartbeat_ms'] }}",
                 poke_interval=5, timeout=HEARTBEAT_TIMEOUT_S, mode="reschedule",
                 deferrable=_default_deferrable())
             committed >> sensed
             last.append(sensed)
         planned >> mirror >> validate >> committed
-        checkpointed = committed
-        if flow.get("emit.checkpoints.enabled"):
+        if flow.get("emit.checkpoints.enabled") or flow.get("sync.group.offsets.enabled"):
             checkpointed = task(task_id="checkpoint",
-                                doc_md="Checkpoints for the selected groups.")(
-                checkpoint)(path, name)
+                                doc_md="Checkpoints for the selected groups, then their "
+                                       "translated offsets into idle target groups, forward "
+                                       "only (each as the flow enables it, like MM2's "
+                                       "checkpoint connector).")(checkpoint)(path, name)
             committed >> checkpointed
             last.append(checkpointed)
             writers.append(checkpointed)
-        if flow.get("sync.group.offsets.enabled"):
-            # After this run's checkpoints: the sync reads the checkpoint store, as MM2's does.
-            synced = task(task_id="sync_group_offsets",
-                          doc_md="Translated offsets into idle target groups, forward only.")(
-                sync_group_offsets)(path, name)
-            checkpointed >> synced
-            last.append(synced)
-            writers.append(synced)
         if flow.get("sync.topic.configs.enabled") or flow.get("sync.topic.acls.enabled"):
             metadata = task(task_id="sync_topic_metadata",
                             doc_md="Topic configs and READ ACLs to the remote topics (MM2's "
@@ -475,7 +460,8 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
         lagged = task(task_id="check_lag", trigger_rule="all_done",
                       doc_md="Fails past mirrorflow.alert.max.lag.records or "
                              "mirrorflow.alert.max.heartbeat.age.ms, and after a run that "
-                             "failed before its commit.")(check_lag)(path, name)
+                             "failed before its commit or has a failed task.")(
+            check_lag)(path, name)
         summary >> lagged
     return dag
 

@@ -1,8 +1,9 @@
 """The DAG's sensors.
 
-* ``claim_flow`` (:class:`FlowClaimSensor`): the run takes the flow for itself, or waits
-  (rescheduled: no worker slot held) while another live run of the flow owns it, so that
-  runs of one flow never race, whatever a backfill's ``max_active_runs`` says.
+* ``claim_flow`` (:class:`FlowClaimSensor`): both clusters answer (else it fails at once,
+  naming the cluster); then the run takes the flow for itself, or waits (rescheduled: no
+  worker slot held) while another live run of the flow owns it, so that runs of one flow
+  never race, whatever a backfill's ``max_active_runs`` says.
 * ``await_heartbeat`` (:class:`HeartbeatSensor`): has this run's heartbeat reached the
   target? It pokes in the worker, or, with ``deferrable=True`` (Airflow's
   ``[operators] default_deferrable``), hands the waiting to the triggerer through
@@ -97,6 +98,18 @@ def _owner(config_file: str, flow_name: str, run_id: str) -> str | None:
     return state.owner if state is not None and state.owner != run_id else None
 
 
+def check_clusters(config_file: str, flow_name: str) -> None:
+    """Fail fast, naming the cluster, when the flow's source or target does not answer
+    (:class:`mirrorflow.kafka.clients.ClusterUnreachableError`)."""
+    from mirrorflow.config.model import load_config
+    from mirrorflow.kafka.clients import check_reachable
+
+    config = load_config(config_file)
+    flow = config.flow(flow_name)
+    for alias in (flow.source, flow.target):
+        check_reachable(config.cluster(alias))
+
+
 class FlowFreeTrigger(BaseTrigger):
     """Polls the flow's lease in the triggerer; fires once no other run owns the flow."""
 
@@ -132,6 +145,7 @@ class FlowClaimSensor(BaseSensorOperator):
         self.deferrable = deferrable
 
     def execute(self, context):
+        check_clusters(self.config_file, self.flow_name)
         if not self.deferrable:
             return super().execute(context)
         self.execute_complete(context, None)

@@ -231,6 +231,10 @@ def consumer(cluster: ClusterConfig, **extra: Any):
                       f"cluster {cluster.alias!r}, consumer")
 
 
+class TopicCreationError(MirrorflowError):
+    """The cluster refused to create a topic mirrorflow needs."""
+
+
 class ClusterUnreachableError(MirrorflowError):
     """A cluster does not answer; the message names its alias and address."""
 
@@ -333,7 +337,8 @@ def _accepts_connections(cluster: ClusterConfig, timeout: float = 2.0) -> bool:
 def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,
                  replication_factor: int = 1, timeout: float = 15.0,
                  config: dict[str, str] | None = None) -> bool:
-    """Create ``topic`` unless it exists. Returns True when this call created it."""
+    """Create ``topic`` unless it exists. Returns True when this call created it; a
+    refusal is a :class:`TopicCreationError` naming the cluster, topic and request."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
 
@@ -350,7 +355,10 @@ def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,
     except KafkaException as exc:
         if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
-        raise
+        raise TopicCreationError(
+            f"cluster {cluster.alias!r}: cannot create topic {topic!r} ({partitions} "
+            f"partitions, replication factor {replication_factor}): {exc.args[0].str()}"
+        ) from None
     return True
 
 
