@@ -125,24 +125,27 @@ class Tail(threading.Thread):
         self.consumer.close()
 
 
-def keys_of(bootstrap: str, topic: str, partition: int) -> list[bytes]:
-    """Every record key of a partition, in offset order (committed records only)."""
+def keys_of(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
+    """Every record key of each partition of ``topic``, in offset order (committed records
+    only), read by one consumer."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "soak-check",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 30)
-        consumer.assign([TopicPartition(topic, partition, low)])
-        out: list[bytes] = []
-        deadline = time.monotonic() + 120
-        while low < high and time.monotonic() < deadline:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), 30)
+                for p in range(PARTITIONS)}
+        pending = {p for p, (low, high) in ends.items() if low < high}
+        consumer.assign([TopicPartition(topic, p, ends[p][0]) for p in pending])
+        out: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+        deadline = time.monotonic() + 300
+        while pending and time.monotonic() < deadline:
             for msg in consumer.consume(100_000, 0.5):
                 if msg.error() is None:
-                    out.append(msg.key())
+                    out[msg.partition()].append(msg.key())
                 elif msg.error().code() != KafkaError._PARTITION_EOF:
                     raise RuntimeError(msg.error().str())
             # Past the last record and its transaction's marker: done, without waiting.
-            if consumer.position([TopicPartition(topic, partition)])[0].offset >= high:
-                break
+            at = consumer.position([TopicPartition(topic, p) for p in sorted(pending)])
+            pending -= {tp.partition for tp in at if tp.offset >= ends[tp.partition][1]}
         return out
     finally:
         consumer.close()
@@ -151,16 +154,18 @@ def keys_of(bootstrap: str, topic: str, partition: int) -> list[bytes]:
 def exactly_once(bootstraps: dict[str, str]) -> dict[str, int]:
     """Source partitions against their remote partitions on every flow's target."""
     lost = duplicated = out_of_order = produced = 0
-    for source, target in FLOWS:
+    for source in SOURCES:
         for topic in topics_of(source):
-            for partition in range(PARTITIONS):
-                want = keys_of(bootstraps[source], topic, partition)
-                got = keys_of(bootstraps[target], f"{source}.{topic}", partition)
-                produced += len(want)
-                lost += len(set(want) - set(got))
-                duplicated += len(got) - len(set(got))
-                out_of_order += int(got != want and not (set(want) - set(got))
-                                    and len(got) == len(set(got)))
+            wanted = keys_of(bootstraps[source], topic)
+            for target in (t for s, t in FLOWS if s == source):
+                copied = keys_of(bootstraps[target], f"{source}.{topic}")
+                for partition, want in wanted.items():
+                    got = copied[partition]
+                    produced += len(want)
+                    lost += len(set(want) - set(got))
+                    duplicated += len(got) - len(set(got))
+                    out_of_order += int(got != want and not (set(want) - set(got))
+                                        and len(got) == len(set(got)))
     return {"records_compared": produced, "records_lost": lost,
             "records_duplicated": duplicated, "partitions_out_of_order": out_of_order}
 
