@@ -70,10 +70,17 @@ def test_alerts_name_the_topic_and_the_limit(tmp_path) -> None:
 
 @pytest.mark.broker
 @pytest.mark.spark
-def test_endpoint_after_a_real_run(spark, two_clusters, tmp_path, monkeypatch) -> None:
+def test_endpoint_after_a_real_run(spark, two_clusters, tmp_path, monkeypatch, capsys) -> None:
+    """A real run with its reports on a filesystem that is not the local disk (fsspec's
+    in-memory one, what a URL such as s3://… gives), served by the plugin and read by
+    ``mirrorflow report``."""
     from confluent_kafka import Consumer, TopicPartition
+    from upath import UPath
 
-    monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path / "reports"))
+    from mirrorflow.cli import main
+
+    root = UPath(f"memory://reports-{tmp_path.name}")
+    monkeypatch.setenv(reports.REPORTS_ENV, str(root))
     a = two_clusters["a"]
     create_topic(a, "orders", 2)
     produce(a, "orders", varied_records(400), 2)
@@ -121,9 +128,27 @@ def test_endpoint_after_a_real_run(spark, two_clusters, tmp_path, monkeypatch) -
 
     page = client.get("/status").text
     assert "a-&gt;b" in page and "passed" in page and "orders: 100" in page
-    report = client.get(f"/reports/a__b/{reports.read('a->b')['run_id']}/summary.json")
+    run_id = reports.read("a->b")["run_id"]
+    report = client.get(f"/reports/a__b/{run_id}/summary.json")
     assert json.loads(report.text)["lag"] == {"heartbeats[0]": 0, "orders[0]": 50, "orders[1]": 50}
+    assert report.headers["content-type"] == "application/json"
     assert client.get("/reports/../../etc/passwd").status_code == 404
+    # The run's Data Docs were uploaded; their fonts and styles once per flow, served to
+    # the run's pages from there.
+    run = reports.run_dir("a->b", run_id)
+    assert run.protocol == "memory" and (run / "index.html").is_file()
+    docs = client.get(f"/reports/a__b/{run_id}/")
+    assert docs.status_code == 200 and './static/images/favicon.ico' in docs.text
+    style = "static/styles/data_docs_default_styles.css"
+    assert not (run / style).exists() and (run.parent / "_static" / style[7:]).is_file()
+    served = client.get(f"/reports/a__b/{run_id}/{style}")
+    assert served.status_code == 200 and served.headers["content-type"].startswith("text/css")
+    assert (f'<a href="{run.name}/index.html">Data Docs</a>'
+            in client.get("/reports/a__b/index.html").text)
+    capsys.readouterr()
+    assert main(["report", str(path), "--flow", "a->b"]) == 0
+    assert f"flow a->b  run {run_id}" in capsys.readouterr().out
+    root.fs.rm(root.path, recursive=True)
 
 
 def test_airflow_loads_the_plugin(repo: Path) -> None:

@@ -102,7 +102,7 @@ def test_index_and_status_read_the_runs_rows_not_every_summary(
             (tmp_path / "a__b" / "run-0" / reports.SUMMARY).write_text("{not json")
     rows = reports.runs("a->b")
     assert [r["run_id"] for r in rows] == [f"run-{i}" for i in range(5, reports.INDEX_RUNS + 5)]
-    assert rows[-1] == {"dir": "run-54", "run_id": "run-54", "verdict": "passed",
+    assert rows[-1] == {"dir": "run-54", "run_id": "run-54", "verdict": "passed", "docs": False,
                         "records": 54, "verified_records": "", "duration_s": "", "lag": 55}
     page = (tmp_path / "a__b" / "index.html").read_text()
     assert page.count("<tr class=") == reports.INDEX_RUNS and "run-4<" not in page

@@ -96,16 +96,18 @@ def test_faithful_copy_passes_with_data_docs_and_summary(spark, source) -> None:
 
 
 def test_data_docs_that_cannot_be_written_leave_the_verdict_and_a_warning(
-        tmp_path, caplog) -> None:
+        tmp_path, caplog, monkeypatch) -> None:
     from mirrorflow.quality.validate import build_docs, run_suites
 
+    monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path / "reports"))
     blocked = tmp_path / "docs"
     blocked.write_text("a file where the run's Data Docs would go")
     outcome, context = run_suites([], [], 0, None, [], blocked, "run-1")
     assert outcome == {"mirrorflow.completeness": True, "mirrorflow.checkpoints": True}
     with caplog.at_level(logging.WARNING, logger="mirrorflow.quality.validate"):
-        build_docs(context, blocked)
-    assert f"the Data Docs were not written to {blocked}: " in caplog.text
+        build_docs(context, blocked, "a->b", "run-1")
+    assert (f"the Data Docs of run run-1 were not written to "
+            f"{tmp_path / 'reports' / 'a__b' / 'run-1'}: ") in caplog.text
     assert blocked.read_text() == "a file where the run's Data Docs would go"
 
 

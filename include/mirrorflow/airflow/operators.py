@@ -97,7 +97,7 @@ class MirrorJobOperator(BaseOperator):
 
         python = os.environ.get("PYSPARK_PYTHON", sys.executable)
         env = {"PYSPARK_PYTHON": python,  # the job writes its Data Docs where runs report
-               reports.REPORTS_ENV: str(reports.reports_dir().resolve())}
+               reports.REPORTS_ENV: str(reports.reports_dir())}
         with driver_class_archive(master) as archive, \
                 tempfile.TemporaryDirectory(prefix="mirrorflow-submit-") as work_dir:
             self._hook = SparkSubmitHook(

@@ -22,6 +22,7 @@ Everything is read from the reports directory; no broker.
 from __future__ import annotations
 
 import hmac
+import mimetypes
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -99,16 +100,26 @@ def get_status(caller: Caller) -> HTMLResponse:
 
 
 @app.get("/reports/{path:path}")
-def get_report(path: str, caller: Caller) -> FileResponse:
-    root = reports.reports_dir().resolve()
-    target = (root / path).resolve()
+def get_report(path: str, caller: Caller) -> Response:
+    """A file of the reports directory (local, or any fsspec filesystem), for a caller who
+    may read the flow's DAG."""
     flow_dir = path.split("/", 1)[0]
     if not _readable(caller, [flow_dir]):
         raise HTTPException(status_code=403,
                             detail=f"no read access to the DAG {dag_id_of(flow_dir)}")
+    missing = HTTPException(status_code=404, detail=f"no report file {path!r}")
+    if ".." in path.split("/"):
+        raise missing
+    target = reports.report_file(path)
     if target.is_dir():
         target = target / "index.html"
-    # Symlinked Data Docs assets resolve inside the flow's folder, still under the root.
-    if not target.is_relative_to(root / flow_dir) or not target.is_file():
-        raise HTTPException(status_code=404, detail=f"no report file {path!r}")
-    return FileResponse(target)
+    if reports.is_local(target):
+        # Symlinked Data Docs assets resolve inside the flow's folder, still under the root.
+        target = target.resolve()
+        if not target.is_relative_to(reports.reports_dir() / flow_dir) or not target.is_file():
+            raise missing
+        return FileResponse(target)
+    if not target.is_file():
+        raise missing
+    kind = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+    return Response(target.read_bytes(), media_type=kind)

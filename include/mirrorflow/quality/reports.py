@@ -9,8 +9,11 @@ Layout under ``$MIRRORFLOW_REPORTS_DIR`` (default ``reports/`` at the project ro
     <source>__<target>/<run id>/index.html     the run's Data Docs (completeness suites)
     <source>__<target>/<run id>/parts/*.json   its DAG tasks' whole outputs
 
-On a multi-worker deployment point it at shared storage. Each run's last report removes
-the reports ``mirrorflow.reports.retention.runs`` and ``.days`` no longer keep.
+On a multi-worker deployment point it at shared storage: the variable takes a local path
+or the URL of any filesystem fsspec knows (``s3://bucket/mirrorflow``, ``gs://…``,
+``abfs://…``, ``sftp://…``; the matching fsspec package installed), through
+universal-pathlib, which Airflow already depends on. Each run's last report removes the
+reports ``mirrorflow.reports.retention.runs`` and ``.days`` no longer keep.
 """
 
 from __future__ import annotations
@@ -20,10 +23,13 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from upath import UPath
 
 if TYPE_CHECKING:
     from mirrorflow.config.model import FlowConfig
@@ -37,30 +43,72 @@ INDEX_RUNS = 50
 SHARED_STATIC = "_static"
 
 
-def reports_dir() -> Path:
-    return Path(os.environ.get(REPORTS_ENV) or DEFAULT_DIR).resolve()
+def reports_dir() -> UPath:
+    """``$MIRRORFLOW_REPORTS_DIR`` (a local path or an fsspec URL), default ``reports/``."""
+    root = UPath(os.environ.get(REPORTS_ENV) or DEFAULT_DIR)
+    if root.protocol in ("", "file", "local"):
+        return UPath(Path(root.path).resolve())
+    return root
 
 
-def flow_dir(flow_name: str) -> Path:
+def is_local(path: UPath) -> bool:
+    return isinstance(path, Path)
+
+
+def flow_dir(flow_name: str) -> UPath:
     return reports_dir() / flow_name.replace("->", "__")
 
 
-def run_dir(flow_name: str, run_id: str) -> Path:
+def run_dir(flow_name: str, run_id: str) -> UPath:
     return flow_dir(flow_name) / re.sub(r"[^A-Za-z0-9_.+-]", "_", run_id)
 
 
-def share_static(docs_dir: Path) -> None:
-    """Data Docs copy 4 MB of fonts and styles into every site; keep one copy per flow and
-    link each run's ``static`` to it, so a run's report costs about 150 kB."""
-    static = docs_dir / "static"
-    if not static.is_dir() or static.is_symlink():
+def docs_build_dir(flow_name: str, run_id: str) -> Path:
+    """Where Great Expectations writes the run's Data Docs (it writes local files only):
+    the run's directory, or a local scratch directory that :func:`publish_docs` uploads."""
+    target = run_dir(flow_name, run_id)
+    return target if is_local(target) else Path(tempfile.mkdtemp(prefix="mirrorflow-docs-"))
+
+
+def publish_docs(flow_name: str, run_id: str, built: Path) -> None:
+    """Data Docs copy 4 MB of fonts and styles into every site; keep one copy per flow
+    (``_static``), so a run's report costs about 150 kB. Locally each run's ``static`` is
+    a link to it; elsewhere the run's pages are uploaded without it and the plugin serves
+    ``static`` from the flow's copy (:func:`resolve_static`)."""
+    target = run_dir(flow_name, run_id)
+    shared = target.parent / SHARED_STATIC
+    static = built / "static"
+    if is_local(target):
+        if not static.is_dir() or static.is_symlink():
+            return
+        if shared.is_dir():
+            shutil.rmtree(static)
+        else:
+            static.rename(shared)
+        static.symlink_to(Path("..") / SHARED_STATIC)
         return
-    shared = docs_dir.parent / SHARED_STATIC
-    if shared.is_dir():
-        shutil.rmtree(static)
-    else:
-        static.rename(shared)
-    static.symlink_to(Path("..") / SHARED_STATIC)
+    upload_static = not shared.exists()
+    for path in sorted(p for p in built.rglob("*") if p.is_file()):
+        relative = path.relative_to(built)
+        if relative.parts[0] == "static":
+            if not upload_static:
+                continue
+            remote = shared.joinpath(*relative.parts[1:])
+        else:
+            remote = target.joinpath(*relative.parts)
+        remote.fs.put_file(str(path), remote.path)
+    shutil.rmtree(built, ignore_errors=True)
+
+
+def report_file(relative: str) -> UPath:
+    """The file at ``relative`` (``<flow>/<run>/…``) under the reports directory; a run's
+    Data Docs asset (``<flow>/<run>/static/…``) kept once per flow away from local disk
+    (see :func:`publish_docs`) is the flow's copy."""
+    parts = [p for p in relative.split("/") if p]
+    path = reports_dir().joinpath(*parts)
+    if is_local(path) or len(parts) < 4 or parts[2] != "static" or path.exists():
+        return path
+    return reports_dir().joinpath(parts[0], SHARED_STATIC, *parts[3:])
 
 
 @dataclass(frozen=True)
@@ -78,24 +126,24 @@ class Retention:
 
 
 def write(flow_name: str, run_id: str, summary: dict,
-          retention: Retention | None = None) -> Path:
+          retention: Retention | None = None) -> UPath:
     """Write the run's summary and refresh the flow's index page; with ``retention``
     (a run's last report), remove the reports it no longer keeps."""
     directory = run_dir(flow_name, run_id)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / SUMMARY
     path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    gone: list[str] = []
     if retention is not None:
-        prune(flow_name, retention, keep=directory.name)
-    rows = [r for r in runs(flow_name) if r["dir"] != directory.name
-            and (flow_dir(flow_name) / r["dir"]).is_dir()]
+        gone = prune(flow_name, retention, keep=directory.name)
+    rows = [r for r in runs(flow_name) if r["dir"] != directory.name and r["dir"] not in gone]
     rows = [*rows, _row(directory.name, summary)][-INDEX_RUNS:]
     _replace(flow_dir(flow_name) / RUNS, json.dumps(rows, indent=1))
     write_index(flow_name, rows)
     return path
 
 
-def write_part(flow_name: str, run_id: str, name: str, value) -> Path:
+def write_part(flow_name: str, run_id: str, name: str, value) -> UPath:
     """Keep ``value`` (JSON) in the run's directory as its part ``name`` (a DAG task's
     whole output, :mod:`mirrorflow.airflow.xcoms`)."""
     path = run_dir(flow_name, run_id) / PARTS / f"{name}.json"
@@ -116,29 +164,47 @@ def prune(flow_name: str, retention: Retention, keep: str) -> list[str]:
     """Remove the flow's run reports past ``retention`` (never ``keep``, the run writing);
     the names removed. Its cost is bounded by what retention keeps, not by the runs the
     flow ever made."""
-    found = sorted(((p.stat().st_mtime, p.parent.name)
+    found = sorted(((_mtime(p), p.parent.name)
                     for p in flow_dir(flow_name).glob(f"*/{SUMMARY}")), reverse=True)
     oldest = time.time() - retention.days * 86_400
     gone = [name for i, (mtime, name) in enumerate(found)
             if name != keep and (i >= retention.runs or mtime < oldest)]
     for name in gone:
-        shutil.rmtree(flow_dir(flow_name) / name, ignore_errors=True)
+        _remove(flow_dir(flow_name) / name)
     return gone
+
+
+def _mtime(path: UPath) -> float:
+    """When the file was last written (fsspec's ``modified`` away from local disk)."""
+    return path.stat().st_mtime if is_local(path) else path.fs.modified(path.path).timestamp()
+
+
+def _remove(directory: UPath) -> None:
+    if is_local(directory):
+        shutil.rmtree(directory, ignore_errors=True)
+    elif directory.exists():
+        directory.fs.rm(directory.path, recursive=True)
 
 
 def _row(name: str, summary: dict) -> dict:
     """What the index page and the status view show of one run (its summary of a flow of
     thousands of partitions is megabytes: it is read only when that run is shown)."""
     lag = summary.get("lag")
+    validation = summary.get("validation") or {}
     return {"dir": name, "run_id": str(summary.get("run_id", "")), "verdict": verdict(summary),
+            "docs": bool(validation.get("data_docs")),
             "records": summary.get("records", 0),
-            "verified_records": (summary.get("validation") or {}).get("verified_records", ""),
+            "verified_records": validation.get("verified_records", ""),
             "duration_s": summary.get("duration_s", ""),
             "lag": None if lag is None else sum(lag.values())}
 
 
-def _replace(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole: a reader sees the old file or the new one."""
+def _replace(path: UPath, text: str) -> None:
+    """Write ``text`` to ``path`` whole: a reader sees the old file or the new one (an
+    object store's put is whole already)."""
+    if not is_local(path):
+        path.write_text(text)
+        return
     part = path.with_name(f".{path.name}.{os.getpid()}")
     part.write_text(text)
     part.replace(path)
@@ -153,9 +219,9 @@ def runs(flow_name: str) -> list[dict]:
         return [_row(p.parent.name, summary) for p, summary in summaries(flow_name, INDEX_RUNS)]
 
 
-def summaries(flow_name: str, last: int | None = None) -> list[tuple[Path, dict]]:
+def summaries(flow_name: str, last: int | None = None) -> list[tuple[UPath, dict]]:
     """(path, summary) of the flow's runs, oldest first; only the newest ``last`` are read."""
-    found = sorted(flow_dir(flow_name).glob(f"*/{SUMMARY}"), key=lambda p: p.stat().st_mtime)
+    found = sorted(flow_dir(flow_name).glob(f"*/{SUMMARY}"), key=_mtime)
     return [(p, json.loads(p.read_text())) for p in found[-last if last else 0:]]
 
 
@@ -182,14 +248,13 @@ def verdict(summary: dict) -> str:
     return "passed" if validation.get("success") else "FAILED"
 
 
-def write_index(flow_name: str, shown: list[dict] | None = None) -> Path:
+def write_index(flow_name: str, shown: list[dict] | None = None) -> UPath:
     """The flow's index page: newest runs first (``shown``: their rows, by default
     :func:`runs`), with pass/fail and links."""
     rows = []
     for run in reversed(runs(flow_name) if shown is None else shown):
         name = html.escape(run["dir"])
-        link = (f'<a href="{name}/index.html">Data Docs</a>'
-                if (flow_dir(flow_name) / run["dir"] / "index.html").exists() else "")
+        link = f'<a href="{name}/index.html">Data Docs</a>' if run.get("docs") else ""
         rows.append(
             f'<tr class="{"ok" if run["verdict"] == "passed" else "bad"}">'
             f"<td>{html.escape(run['run_id'])}</td>"

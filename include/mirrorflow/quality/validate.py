@@ -201,9 +201,10 @@ class Validation:
 
     def start_docs(self, context, docs_dir: Path) -> None:
         """Render the Data Docs of the suites ``context`` ran into ``docs_dir``, in the
-        background (:func:`build_docs`)."""
-        self.data_docs = str(docs_dir / "index.html")
-        self._docs = threading.Thread(target=build_docs, args=(context, docs_dir),
+        background (:func:`build_docs`), then into the run's reports."""
+        self.data_docs = str(reports.run_dir(self.flow, self.run_id) / "index.html")
+        self._docs = threading.Thread(target=build_docs,
+                                      args=(context, docs_dir, self.flow, self.run_id),
                                       name=f"data docs {self.run_id}")
         self._docs.start()
 
@@ -634,14 +635,15 @@ def run_suites(verdict_list: list[PartitionVerdict], cps: list[CheckpointVerdict
     return outcome, context
 
 
-def build_docs(context, docs_dir: Path) -> None:
-    """Render the Data Docs of the suites ``context`` ran into ``docs_dir``. A failure
-    is logged: the verdict stands without its HTML."""
+def build_docs(context, docs_dir: Path, flow_name: str, run_id: str) -> None:
+    """Render the Data Docs of the suites ``context`` ran into ``docs_dir`` and publish
+    them to the run's reports. A failure is logged: the verdict stands without its HTML."""
     try:
         context.build_data_docs(site_names=["run"])
-        reports.share_static(docs_dir)
+        reports.publish_docs(flow_name, run_id, docs_dir)
     except Exception as exc:
-        log.warning("the Data Docs were not written to %s: %s", docs_dir, exc)
+        log.warning("the Data Docs of run %s were not written to %s: %s", run_id,
+                    reports.run_dir(flow_name, run_id), exc)
 
 
 # --------------------------------------------------------------------------- the whole check
@@ -698,7 +700,7 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
             for r in checks.ranges], isolation="read_committed", topic_ids=topic_ids[flow.target])
     elif suites:
         suites = []
-    docs_dir = reports.run_dir(flow.name, run_id)
+    docs_dir = reports.docs_build_dir(flow.name, run_id)
     validation.expectations, context = run_suites(
         verdict_list, validation.checkpoints, validation.verified_records, records,
         suites, docs_dir, run_id)
