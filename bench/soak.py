@@ -192,8 +192,10 @@ class Airflow(LocalAirflow):
             db = sqlite3.connect(self.home / "airflow.db")
             dags = {d for (d,) in db.execute("select dag_id from dag where dag_id like "
                                              "'mirror__%'")}
+            # Queued runs wait while their DAG is paused: only a running one keeps it
+            # unpaused (the scheduler queues the next run as soon as one ends).
             active = {d for (d,) in db.execute("select distinct dag_id from dag_run where "
-                                               "state in ('running', 'queued')")}
+                                               "state = 'running'")}
             db.close()
             for dag_id in sorted(dags):
                 if dag_id in active and dag_id in paused:
