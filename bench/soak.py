@@ -285,7 +285,7 @@ def du(path: Path) -> int:
 
 
 def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) -> dict:
-    for owned in ("local", "airflow", "airflow-continuous", "reports"):  # an earlier soak's
+    for owned in ("local", "airflow", "reports"):  # an earlier soak's
         shutil.rmtree(state / owned, ignore_errors=True)
     state.mkdir(parents=True, exist_ok=True)
     ports = {alias: free_port() for alias in ("a", "b", "c")}
@@ -326,11 +326,13 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         airflow.drain()  # no run cut short by the restart
         airflow.stop()
         cron_runs = airflow.runs()
-        # A new metadata database: Airflow 3.x's continuous timetable, given a DAG that ran
-        # on a cron schedule, keeps proposing the last cron run's date ("run already exists;
-        # skipping dagrun creation") and never starts a run.
+        # The switch to @continuous as docs/operations.md gives it: Airflow's continuous
+        # timetable, given a DAG that ran on a cron schedule, keeps proposing the last cron
+        # run's date ("run already exists; skipping dagrun creation"), so the DAGs' Airflow
+        # history goes first (mirrorflow's own state is on the clusters).
         write_config(config_path, ports, connect_port, "@continuous")
-        airflow = Airflow(state / "airflow-continuous", config_path, reports, connect_port)
+        for source, target in FLOWS:
+            airflow.cli("dags", "delete", "--yes", f"mirror__{source}__{target}")
         airflow.start()
         airflow.wait_for_dags(len(FLOWS))
         airflow.cli("dags", "unpause", "--yes", "--treat-dag-id-as-regex", "^mirror__")
@@ -346,7 +348,7 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         ended = time.time()
         airflow.stop()
         runs = cron_runs + airflow.runs()
-        db_end = du(state / "airflow" / "airflow.db")  # the 1-minute pass's database
+        db_end = du(state / "airflow" / "airflow.db")
         for tail in tails.values():
             tail.stopped.set()
         for tail in tails.values():
