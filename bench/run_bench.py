@@ -200,36 +200,119 @@ def write_config(path: Path, brokers: dict[str, str], source: str, topics: str,
     return path
 
 
+# MM2 as a user could run it. Every setting reads the source read_committed, so that a
+# backlog produced in one open transaction becomes visible to it at once, at the commit
+# (its clock starts there, on a topic it has been polling, warm and idle).
+MM2_BASE = "src.consumer.isolation.level = read_committed"
+# What a performance guide sets (one task per partition, large fetches and batches, the
+# target written with mirrorflow's compression, lz4).
+MM2_TUNED = """tasks.max = {partitions}
+src.consumer.fetch.max.bytes = 67108864
+src.consumer.max.partition.fetch.bytes = 8388608
+src.consumer.max.poll.records = 10000
+dst.producer.batch.size = 1048576
+dst.producer.linger.ms = 20
+dst.producer.compression.type = lz4
+dst.producer.max.request.size = 8388608
+dst.producer.buffer.memory = 268435456"""
+# KIP-618 on the workers of both clusters, as MirrorConnectorsIntegrationExactlyOnceTest.
+MM2_EOS = MM2_TUNED + """
+src.exactly.once.source.support = enabled
+dst.exactly.once.source.support = enabled"""
+MM2_SETTINGS = {"shipped": "", "tuned": MM2_TUNED, "eos": MM2_EOS}
+
+
+def open_backlog(bootstrap: str, topic: str, records: int, size: int,
+                 partitions: int) -> Producer:
+    """``records`` produced to ``topic`` in one transaction left open: a read_committed
+    reader sees none of them until :meth:`Producer.commit_transaction`."""
+    create(bootstrap, topic, partitions)
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER,
+                         "transactional.id": f"bench-backlog-{topic}",
+                         "transaction.timeout.ms": 600_000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    value = os.urandom(size // 2 + 1).hex().encode()[:size]
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, str(i).encode(), partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(300)
+    return producer
+
+
+class SourceOffsets:
+    """MM2's committed source offsets (its offsets topic on the target, read_committed):
+    with exactly-once they are written in the transaction of the records they follow, so
+    a partition's offset at its last upstream offset means all its records are visible."""
+
+    def __init__(self, bootstrap: str, source: str) -> None:
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-offsets",
+                                  "isolation.level": "read_committed",
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        self.consumer.subscribe([f"mm2-offsets.{source}.internal"])
+        self.at: dict[tuple[str, int], int] = {}
+
+    def done(self, topic: str, last: dict[int, int]) -> bool:
+        for msg in self.consumer.consume(10_000, 0.1):
+            if msg.error() is None and msg.key() and msg.value():
+                key = json.loads(msg.key())
+                if key[0] == "MirrorSourceConnector":
+                    part = key[1]
+                    self.at[(part["topic"], part["partition"])] = json.loads(msg.value())["offset"]
+        return all(self.at.get((topic, p), -1) >= end for p, end in last.items())
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
 def mm2_run(tmp: Path, brokers: dict[str, str], topic: str, n: int, size: int,
-            partitions: int, tasks: int | None) -> tuple[float, float]:
-    """MM2 started and idle on empty topics; seconds from the first record produced until
-    all ``n`` are on the target, for the first topic (a cold MM2) and, each time it is
-    idle again, for the next ones: the last is the warm figure (:data:`PASSES`)."""
+            partitions: int, setting: str) -> dict[str, float]:
+    """MM2 (one of :data:`MM2_SETTINGS`) started and idle, polling empty topics; for each
+    topic in turn a backlog of ``n`` is produced in an open transaction and committed:
+    seconds from the commit until the first record is on the target and until all are
+    (exactly-once: until MM2's committed source offsets reach the backlog's end). The first
+    topic is the cold figure, the last (:data:`PASSES`) the warm one."""
     src, dst = brokers["src"], brokers["dst"]
     topics = [f"{topic}-cold", *[f"{topic}-warmup{i}" for i in range(PASSES - 2)], topic]
     for name in topics:
         create(src, name, partitions)
+    extra = "\n".join([MM2_BASE, MM2_SETTINGS[setting].format(partitions=partitions)])
     config = write_config(tmp / f"mm2-{topic}.properties", brokers, "src", ", ".join(topics),
-                          f"tasks.max = {tasks}" if tasks else "")
-    passes = []
+                          extra)
+    last = {p: n // partitions - 1 + (p < n % partitions) for p in range(partitions)}
+    passes, firsts = [], []
     with MirrorMaker(config, tmp / f"mm2-{topic}", clusters=("dst",)) as mm2:
         many_partitions.wait_for_remote_topics(mm2, dst, {f"src.{t}" for t in topics}, 120)
+        offsets = SourceOffsets(dst, "src") if setting == "eos" else None
         for name in topics:
+            backlog = open_backlog(src, name, n, size, partitions)
             time.sleep(5)  # its tasks assigned and polling
             started = time.perf_counter()
-            fill(src, name, n, size, partitions)
+            backlog.commit_transaction(60)
+            first = None
             done, moved = 0, time.monotonic()
-            while done < n:
+            while True:
                 now = many_partitions.records_on(dst, [f"src.{name}"], partitions)
+                if now and first is None:
+                    first = time.perf_counter() - started
                 if now > done:
                     done, moved = now, time.monotonic()
+                if (offsets.done(name, last) if offsets else done >= n):
+                    break
                 assert mm2.running() and time.monotonic() - moved < 120, \
                     f"MM2 stopped moving records at {done} of {n}; see {mm2.log_file}"
-                time.sleep(0.2)
+                time.sleep(0.1)
             passes.append(time.perf_counter() - started)
-    print(f"  MM2 (tasks.max {tasks or 'default'}): {n} records in "
-          + ", ".join(f"{p:.2f}s" for p in passes), file=sys.stderr, flush=True)
-    return passes[0], passes[-1]
+            firsts.append(first)
+        if offsets:
+            offsets.close()
+    print(f"  MM2 ({setting}): {n} records in " + ", ".join(f"{p:.2f}s" for p in passes)
+          + f"; first record after {firsts[-1]:.2f}s", file=sys.stderr, flush=True)
+    return {"cold": passes[0], "warm": passes[-1], "first": firsts[-1]}
 
 
 def mirrorflow_runs(tmp: Path, brokers: dict[str, str], alias: str, master: str, n: int,
@@ -271,10 +354,8 @@ def main() -> int:
         consume_s = consume_all(src, "bench", parts, n)
         produce_s = fill(dst, "ceiling.bench", n, args.size, parts)
         loop_s = baseline_loop(src, dst, "bench", "loop.bench", n, parts)
-        mm2_default_cold_s, mm2_default_s = mm2_run(tmp, brokers, "mm2default", n, args.size,
-                                                    parts, None)
-        mm2_tasks_cold_s, mm2_tasks_s = mm2_run(tmp, brokers, "mm2tasks", n, args.size, parts,
-                                                parts)
+        mm2 = {setting: mm2_run(tmp, brokers, f"mm2{setting}", n, args.size, parts, setting)
+               for setting in MM2_SETTINGS}
 
         server = connect_server.ConnectServer("127.0.0.1", free_port(), tmp / "connect")
         connect_server.start(server)
@@ -305,15 +386,15 @@ def main() -> int:
         submit_s, submit_check_s, submit_small_s, _ = mirrorflow_runs(
             tmp, brokers, "submit", "local[*]", n + parts, args.size, parts)
 
-    mm2_s = min(mm2_default_s, mm2_tasks_s)
-    mm2_cold_s = min(mm2_default_cold_s, mm2_tasks_cold_s)
+    # The best at-least-once setting against mirrorflow; exactly-once against exactly-once.
+    mm2_s = min(mm2["shipped"]["warm"], mm2["tuned"]["warm"])
+    mm2_cold_s = min(mm2["shipped"]["cold"], mm2["tuned"]["cold"])
     rows: list[tuple[str, float, int | None]] = [  # (measure, seconds, records)
         ("consume only (ceiling)", consume_s, n), ("produce only (ceiling)", produce_s, n),
         ("one-process loop (baseline)", loop_s, n),
-        ("MM2, defaults (tasks.max 1), first topic", mm2_default_cold_s, n),
-        ("MM2, defaults (tasks.max 1), warm", mm2_default_s, n),
-        (f"MM2, tasks.max {parts}, first topic", mm2_tasks_cold_s, n),
-        (f"MM2, tasks.max {parts}, warm", mm2_tasks_s, n),
+        *[(f"MM2 {setting}, {label}", mm2[setting][when], n if when != "first" else None)
+          for setting in MM2_SETTINGS for when, label in (
+              ("cold", "first topic"), ("warm", "warm"), ("first", "warm, to its first record"))],
         ("mirrorflow, Spark Connect, first run", connect_cold_s, n),
         ("mirrorflow, Spark Connect (warm)", connect_s, n),
         ("  of which completeness check", connect_check_s, n),
@@ -333,10 +414,15 @@ def main() -> int:
         "baseline_loop_s": round(loop_s, 2),
         "baseline_records_per_s": round(n / loop_s),
         "baseline_mb_per_s": round(mb / loop_s, 1),
-        "mm2_default_s": round(mm2_default_s, 2), "mm2_tasks_s": round(mm2_tasks_s, 2),
+        **{f"mm2_{setting}_{key}": round(mm2[setting][when], 2) for setting in MM2_SETTINGS
+           for key, when in (("s", "warm"), ("cold_s", "cold"), ("first_record_s", "first"))},
+        # the older keys: as shipped, and tuned (tasks.max = partitions and more)
+        "mm2_default_s": round(mm2["shipped"]["warm"], 2),
+        "mm2_tasks_s": round(mm2["tuned"]["warm"], 2),
+        "mm2_default_cold_s": round(mm2["shipped"]["cold"], 2),
+        "mm2_tasks_cold_s": round(mm2["tuned"]["cold"], 2),
         "mm2_s": round(mm2_s, 2), "mm2_records_per_s": round(n / mm2_s),
-        "mm2_default_cold_s": round(mm2_default_cold_s, 2),
-        "mm2_tasks_cold_s": round(mm2_tasks_cold_s, 2), "mm2_cold_s": round(mm2_cold_s, 2),
+        "mm2_cold_s": round(mm2_cold_s, 2),
         "mirrorflow_connect_s": round(connect_s, 2),
         "mirrorflow_connect_cold_s": round(connect_cold_s, 2),
         "mirrorflow_submit_s": round(submit_s, 2),
@@ -355,6 +441,8 @@ def main() -> int:
         "fixed_cost_with_spark_job_s": round(submit_small_s, 2),
         "ratio_vs_mm2": round(mm2_s / connect_s, 2),
         "ratio_vs_mm2_cold": round(mm2_cold_s / connect_cold_s, 2),
+        "ratio_vs_mm2_eos": round(mm2["eos"]["warm"] / connect_s, 2),
+        "ratio_vs_mm2_eos_cold": round(mm2["eos"]["cold"] / connect_cold_s, 2),
         "ratio_vs_baseline": round(loop_s / connect_s, 2),
         "ratio_vs_ceiling": round(max(consume_s, produce_s) / connect_s, 2),
         "big_records": args.big_records, "big_record_bytes": MIB,
@@ -372,7 +460,8 @@ def main() -> int:
         print(f"{name:<42}{seconds:>9.2f}{rate}")
     print(f"peak RSS, 1 MiB records ({figures['big_partition_mib']} MiB per partition): "
           + ", ".join(f"{k} {v} MiB" for k, v in figures["big_peak_rss_mib"].items()))
-    for key in ("ratio_vs_mm2", "ratio_vs_mm2_cold", "ratio_vs_baseline", "ratio_vs_ceiling",
+    for key in ("ratio_vs_mm2", "ratio_vs_mm2_cold", "ratio_vs_mm2_eos",
+                "ratio_vs_mm2_eos_cold", "ratio_vs_baseline", "ratio_vs_ceiling",
                 "validation_share", "fixed_cost_connect_s", "fixed_cost_submit_s",
                 "baseline_records_per_s", "mirrorflow_records_per_s_past_fixed_cost",
                 "mirrorflow_mirror_records_per_s_past_fixed_cost"):
