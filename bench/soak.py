@@ -234,25 +234,55 @@ class Airflow(LocalAirflow):
                                       "from dag_run where start_date is not null")]
         tasks = db.execute("select dag_id, run_id, queued_dttm, start_date, end_date, "
                            "try_number from task_instance where start_date is not null")
-        spent: dict[tuple[str, str], list[float]] = {}
+        spent: dict[tuple[str, str], list] = {}
         for dag_id, run_id, queued, start, end, tries in tasks:
-            item = spent.setdefault((dag_id, run_id), [0.0, 0.0, 0])
+            item = spent.setdefault((dag_id, run_id), [0.0, 0.0, 0, []])
             if queued and start:
                 item[0] += max(0.0, (_at(start) - _at(queued)).total_seconds())
             if start and end:
                 item[1] += (_at(end) - _at(start)).total_seconds()
+                item[3].append((_at(start), _at(end)))
             item[2] += max(0, (tries or 1) - 1)
         db.close()
         for run in runs:
-            run["queued_s"], run["running_s"], run["retries"] = spent.get(
-                (run["dag_id"], run["run_id"]), [0.0, 0.0, 0])
+            run["queued_s"], run["running_s"], run["retries"], spans = spent.get(
+                (run["dag_id"], run["run_id"]), [0.0, 0.0, 0, []])
             run["seconds"] = ((_at(run["end"]) - _at(run["start"])).total_seconds()
                               if run["end"] else None)
+            # Time in which none of the run's tasks ran: the scheduler's gaps between them.
+            run["idle_s"] = (None if run["seconds"] is None
+                             else max(0.0, run["seconds"] - covered(spans)))
         return runs
+
+
+    def task_seconds(self) -> dict[str, list[float]]:
+        """Each task's durations over the runs that succeeded."""
+        db = sqlite3.connect(self.home / "airflow.db")
+        found: dict[str, list[float]] = {}
+        for task_id, seconds in db.execute(
+                "select t.task_id, t.duration from task_instance t join dag_run r on "
+                "t.dag_id = r.dag_id and t.run_id = r.run_id where t.state = 'success' and "
+                "t.duration is not null and r.state = 'success'"):
+            found.setdefault(task_id, []).append(seconds)
+        db.close()
+        return found
 
 
 def _at(value: str) -> datetime:
     return datetime.fromisoformat(value)
+
+
+def covered(spans: list[tuple[datetime, datetime]]) -> float:
+    """Seconds covered by the union of the spans."""
+    total, reach = 0.0, None
+    for start, end in sorted(spans):
+        if reach is None or start > reach:
+            total += (end - start).total_seconds()
+            reach = end
+        elif end > reach:
+            total += (end - reach).total_seconds()
+            reach = end
+    return total
 
 
 def percentile(values, q: float) -> float | None:
@@ -326,6 +356,7 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         airflow.drain()  # no run cut short by the restart
         airflow.stop()
         cron_runs = airflow.runs()
+        cron_tasks = airflow.task_seconds()
         # The switch to @continuous as docs/operations.md gives it: Airflow's continuous
         # timetable, given a DAG that ran on a cron schedule, keeps proposing the last cron
         # run's date ("run already exists; skipping dagrun creation"), so the DAGs' Airflow
@@ -383,6 +414,9 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         "dag_run_max_s": percentile(seconds, 1.0),
         "dag_run_queued_p50_s": percentile([r["queued_s"] for r in cron_done], 0.5),
         "dag_run_task_running_p50_s": percentile([r["running_s"] for r in cron_done], 0.5),
+        "dag_run_no_task_running_p50_s": percentile([r["idle_s"] for r in cron_done], 0.5),
+        "task_p50_s": {task: percentile(seconds, 0.5)
+                       for task, seconds in sorted(cron_tasks.items())},
         "runs": len(runs), "runs_failed": sum(r["state"] == "failed" for r in runs),
         "runs_failed_outside_outage": sum(
             r["state"] == "failed" and not (outage - 60 <= _at(r["start"]).timestamp()
@@ -426,8 +460,12 @@ def table(result: dict) -> str:
              f"{result['continuous_lag_p50_s']} / {result['continuous_lag_p99_s']}"),
             ("DAG run p50 / p99 / max (s)",
              f"{result['dag_run_p50_s']} / {result['dag_run_p99_s']} / {result['dag_run_max_s']}"),
-            ("of a run (p50): tasks queued / tasks running (s, summed over tasks)",
-             f"{result['dag_run_queued_p50_s']} / {result['dag_run_task_running_p50_s']}"),
+            ("of a run (p50): tasks queued / tasks running (s, summed over tasks) / no task "
+             "running (the scheduler's gaps)",
+             f"{result['dag_run_queued_p50_s']} / {result['dag_run_task_running_p50_s']} / "
+             f"{result['dag_run_no_task_running_p50_s']}"),
+            ("task p50 (s), 1-minute schedule",
+             ", ".join(f"{task} {sec}" for task, sec in result["task_p50_s"].items())),
             ("runs / failed (outside the outage) / retried / overlapped",
              f"{result['runs']} / {result['runs_failed']} ({result['runs_failed_outside_outage']})"
              f" / {result['runs_retried']} / {result['runs_overlapped']}"),
