@@ -183,28 +183,19 @@ class Airflow(LocalAirflow):
                 "conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": connect_port})})
 
     def drain(self, timeout: float = 900.0) -> None:
-        """Pause each flow's DAG once it has no active run, and wait until all are paused
-        and idle. (A paused DAG's running run schedules nothing more, not even a retry:
-        a DAG paused mid-run is unpaused until that run ends.)"""
-        paused: set[str] = set()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Wait until no run of the flows is queued or running, the caller having switched
+        their schedule off in the config (the DAG processor re-reads it every 30 s; a
+        paused DAG would instead freeze its running run, retries and all)."""
+        started = time.monotonic()
+        quiet_since = None
+        while time.monotonic() < started + timeout:
             db = sqlite3.connect(self.home / "airflow.db")
-            dags = {d for (d,) in db.execute("select dag_id from dag where dag_id like "
-                                             "'mirror__%'")}
-            # Queued runs wait while their DAG is paused: only a running one keeps it
-            # unpaused (the scheduler queues the next run as soon as one ends).
-            active = {d for (d,) in db.execute("select distinct dag_id from dag_run where "
-                                               "state = 'running'")}
+            active = db.execute("select count(*) from dag_run where state in "
+                                "('running', 'queued')").fetchone()[0]
             db.close()
-            for dag_id in sorted(dags):
-                if dag_id in active and dag_id in paused:
-                    self.cli("dags", "unpause", "--yes", dag_id)
-                    paused.discard(dag_id)
-                elif dag_id not in active and dag_id not in paused:
-                    self.cli("dags", "pause", "--yes", dag_id)
-                    paused.add(dag_id)
-            if paused == dags and not active:
+            now = time.monotonic()
+            quiet_since = (quiet_since or now) if not active else None
+            if quiet_since is not None and now - quiet_since >= 15 and now - started >= 75:
                 return
             time.sleep(5)
         raise RuntimeError(f"the flows' DAG runs did not end within {timeout:.0f}s")
@@ -353,6 +344,7 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         localcluster.start(broker_b)
         time.sleep(max(0.0, started + minutes * 60 - time.time()))
         cron_end = time.time()
+        write_config(config_path, ports, connect_port, "none")
         airflow.drain()  # no run cut short by the restart
         airflow.stop()
         cron_runs = airflow.runs()
