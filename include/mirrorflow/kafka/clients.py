@@ -215,6 +215,15 @@ def admin_client(cluster: ClusterConfig, **extra: Any):
     return _shared(AdminClient, cluster, "admin", extra, where)
 
 
+def renewed_admin_client(cluster: ClusterConfig):
+    """A new shared admin client for the cluster, the old one dropped: after a broker
+    restart the old one's cached metadata can keep a stale leader epoch, which every
+    request it sends is refused for (FENCED_LEADER_EPOCH) until its next refresh."""
+    for key in [k for k in _SHARED if k[:2] == ("AdminClient", cluster.alias)]:
+        del _SHARED[key]
+    return admin_client(cluster)
+
+
 def producer(cluster: ClusterConfig, **extra: Any):
     """A producer for the cluster, shared per settings (callers flush what they send)."""
     from confluent_kafka import Producer

@@ -41,12 +41,13 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
     from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
-    # A topic deleted and created again under the same name leaves clients with its old
-    # leader epoch for a moment (UNKNOWN_LEADER_EPOCH, FENCED_LEADER_EPOCH): settling too.
+    # A topic deleted and created again under the same name, or a restarted broker, leaves
+    # clients with an old leader epoch (UNKNOWN_LEADER_EPOCH, FENCED_LEADER_EPOCH): settling
+    # too, asked again through an admin client with fresh metadata.
+    epochs = (KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH)
     settling = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                  KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT,
-                 KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT,
-                 KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH)
+                 KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, *epochs)
 
     wanted = sorted(set(partitions))
     if not wanted:
@@ -61,7 +62,7 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
         while pending:
             futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in pending},
                                          isolation_level=level, request_timeout=timeout)
-            pending = []
+            pending, stale = [], False
             for tp, future in futures.items():
                 try:
                     found[name][(tp.topic, tp.partition)] = future.result(timeout).offset
@@ -69,11 +70,14 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
                     # Leadership settling (a new topic, a restarted broker) is retried.
                     if exc.args[0].code() in settling and time.monotonic() < deadline:
                         pending.append((tp.topic, tp.partition))
+                        stale |= exc.args[0].code() in epochs
                         continue
                     raise WatermarkError(
                         f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}): cannot "
                         f"list the offsets of {tp.topic}[{tp.partition}]: "
                         f"{exc.args[0].str()}") from None
+            if stale:  # its metadata, not the broker, is behind
+                admin = clients.renewed_admin_client(cluster)
             if pending:
                 time.sleep(0.1)
     return {tp: Watermarks(found["low"][tp], max(found["high"][tp], found["low"][tp]))
