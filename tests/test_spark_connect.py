@@ -116,3 +116,15 @@ def test_a_submit_after_a_connect_session_in_the_same_process(two_clusters, tmp_
     assert result.records == 20 and result.validation["success"]
     assert read_partition(b, "a.orders", 0) == read_partition(a, "orders", 0)
     assert os.environ["SPARK_REMOTE"] == "sc://127.0.0.1:1"  # the process keeps its marks
+
+
+def test_a_connect_master_that_does_not_answer_fails_at_once_naming_it() -> None:
+    """Nothing listens at the URL (a server stopped, or killed by its heap): one error
+    naming it, not the client's minutes of retries."""
+    from mirrorflow.spark.session import SparkConnectUnavailableError, get_session
+
+    port = free_port()
+    with pytest.raises(SparkConnectUnavailableError,
+                       match=rf"^the Spark Connect server sc://127\.0\.0\.1:{port} does not "
+                             r"answer: Connection refused$"):
+        get_session(f"sc://127.0.0.1:{port};user_id=x")

@@ -27,6 +27,9 @@ from mirrorflow.spark.submit import spark_submit_binary
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 READY_TIMEOUT_S = 120.0
+# The server's heap (driver and, with local[*], executors): Spark's 1 GiB default ran out
+# in make soak, four flows of 80 partitions catching up a backlog two jobs at a time.
+DRIVER_MEMORY = "2g"
 
 
 class ConnectServerError(MirrorflowError):
@@ -95,6 +98,7 @@ def start(server: ConnectServer, timeout: float = READY_TIMEOUT_S) -> int:
              "spark.pyspark.python": python, "spark.ui.enabled": "false"}
     command = [spark_submit_binary(), "--class", SERVER_CLASS, "--name",
                "mirrorflow Spark Connect", "--master", server.master,
+               "--driver-memory", DRIVER_MEMORY,
                "--jars", ",".join(connector_jars()),
                *[arg for k, v in confs.items() for arg in ("--conf", f"{k}={v}")],
                "spark-internal"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import mirrorflow
 from mirrorflow import jvm
+from mirrorflow.errors import MirrorflowError
 
 PACKAGE_DIR = Path(mirrorflow.__file__).resolve().parent
 
@@ -108,12 +109,32 @@ def _on_this_machine(url: str) -> bool:
     return is_loopback(urlparse(url.split(";", 1)[0]).hostname or "")
 
 
+class SparkConnectUnavailableError(MirrorflowError):
+    """The Spark Connect server of a master URL does not accept connections."""
+
+
+def check_connect_server(master: str, timeout: float = 10.0) -> None:
+    """Fail at once, naming the URL, when nothing accepts connections at a Spark Connect
+    master (the client would otherwise retry its first call for minutes)."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(master.split(";", 1)[0])
+    try:
+        socket.create_connection((url.hostname, url.port or 15002), timeout).close()
+    except OSError as exc:
+        raise SparkConnectUnavailableError(
+            f"the Spark Connect server {master.split(';', 1)[0]} does not answer: "
+            f"{exc.strerror or exc}") from None
+
+
 def get_session(master: str, app_name: str = "mirrorflow"):
     """A SparkSession on ``master``: a Spark Connect client for ``sc://`` URLs, else an
     in-process driver with the Kafka connector's jars."""
     from pyspark.sql import SparkSession
 
     if is_connect(master):
+        check_connect_server(master)
         session = SparkSession.builder.remote(master).getOrCreate()
         for key in SESSION_CONF:
             session.conf.set(key, SPARK_CONF[key])
