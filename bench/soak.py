@@ -303,6 +303,9 @@ def report_bytes(reports: Path, since: float, until: float) -> float | None:
 
 
 def du(path: Path) -> int:
+    """Bytes of a file, or of the files under a directory."""
+    if path.is_file():
+        return path.stat().st_size
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
