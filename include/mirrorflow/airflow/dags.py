@@ -425,7 +425,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                 task_id="await_heartbeat",
                 doc_md="The reverse pair's heartbeat, mirrored by this run, is on the target.",
                 config_file=path, flow_name=name,
-                since_ms="{{ ti.xcom_pull(task_ids='plan')['heartbeat_ms'] }}",
+                since_ms="{{ (ti.xcom_pull(task_ids='plan') or {}).get('heartbeat_ms') }}",
                 poke_interval=5, timeout=HEARTBEAT_TIMEOUT_S, mode="reschedule",
                 deferrable=_default_deferrable())
             committed >> sensed

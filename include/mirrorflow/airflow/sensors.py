@@ -67,18 +67,26 @@ class HeartbeatSensor(BaseSensorOperator):
         self.since_ms = since_ms
         self.deferrable = deferrable
 
+    def since(self, context) -> int:
+        """The heartbeat's timestamp (ms) from this run's plan; for a run whose plan was
+        made by an older mirrorflow (a heartbeat task of its own, upgraded in between),
+        the run's start, before which its heartbeat was not written."""
+        if str(self.since_ms) not in ("", "None"):
+            return int(self.since_ms)
+        return int(context["dag_run"].start_date.timestamp() * 1000)
+
     def execute(self, context):
         if not self.deferrable:
             return super().execute(context)
         from datetime import timedelta
 
         self.defer(trigger=HeartbeatTrigger(self.config_file, self.flow_name,
-                                            int(self.since_ms), self.poke_interval),
+                                            self.since(context), self.poke_interval),
                    method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
         return None
 
     def poke(self, context) -> PokeReturnValue:
-        status = _arrived(self.config_file, self.flow_name, int(self.since_ms))
+        status = _arrived(self.config_file, self.flow_name, self.since(context))
         self.log.info("heartbeat in %s: arrived=%s newest=%s (age %s ms)", status["topic"],
                       status["arrived"], status["newest_ms"], status["age_ms"])
         return PokeReturnValue(is_done=bool(status["arrived"]), xcom_value=status)
