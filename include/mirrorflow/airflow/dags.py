@@ -308,9 +308,10 @@ def check_lag(config_file: str, flow_name: str, run_id: str, params: dict | None
                                               "commit (see its failed task)", *found]))
     failed = _failed_tasks(ti, run_id)
     if failed:
+        which = (f"task {failed[0]} failed (see its log)" if len(failed) == 1
+                 else f"tasks {', '.join(failed)} failed (see their logs)")
         raise AirflowFailException("\n".join([f"flow {flow_name}: the run committed, but its "
-                                              f"task {', '.join(failed)} failed (see its log)",
-                                              *found]))
+                                              f"{which}", *found]))
     if found:
         raise metrics.LagAlertError("\n".join(found))
 
