@@ -117,9 +117,16 @@ class Tail(threading.Thread):
         self.consumer.subscribe([pattern])
 
     def run(self) -> None:
+        seen: dict[tuple[str, int], int] = {}  # the highest offset read per partition
         while not self.stopped.is_set():
             for msg in self.consumer.consume(10_000, 0.5):
                 if msg.error() is None:
+                    # Only a record's first visibility: a consumer that rejoins its group
+                    # after a broker restart starts again from the earliest offset.
+                    tp = (msg.topic(), msg.partition())
+                    if msg.offset() <= seen.get(tp, -1):
+                        continue
+                    seen[tp] = msg.offset()
                     now = time.time()
                     self.arrived.append(now)
                     self.lags.append(now - msg.timestamp()[1] / 1000)
