@@ -70,8 +70,16 @@ def fill(bootstrap: str, topic: str, records: int, size: int, partitions: int) -
     """Produce ``records`` of ``size`` bytes round-robin; seconds (the produce ceiling)."""
     create(bootstrap, topic, partitions)
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER})
-    value = os.urandom(size // 2 + 1).hex().encode()[:size]
     started = time.perf_counter()
+    produce_all(producer, topic, records, size, partitions)
+    return time.perf_counter() - started
+
+
+def produce_all(producer: Producer, topic: str, records: int, size: int,
+                partitions: int) -> None:
+    """``records`` of ``size`` random bytes, keyed by their number, round-robin over the
+    partitions, all acknowledged."""
+    value = os.urandom(size // 2 + 1).hex().encode()[:size]
     for i in range(records):
         while True:
             try:
@@ -80,7 +88,6 @@ def fill(bootstrap: str, topic: str, records: int, size: int, partitions: int) -
             except BufferError:
                 producer.poll(0.05)
     producer.flush(300)
-    return time.perf_counter() - started
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, records: int) -> float:
@@ -232,15 +239,7 @@ def open_backlog(bootstrap: str, topic: str, records: int, size: int,
                          "transaction.timeout.ms": 600_000})
     producer.init_transactions(30)
     producer.begin_transaction()
-    value = os.urandom(size // 2 + 1).hex().encode()[:size]
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, value, str(i).encode(), partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    producer.flush(300)
+    produce_all(producer, topic, records, size, partitions)
     return producer
 
 
