@@ -74,7 +74,7 @@ def publish_docs(flow_name: str, run_id: str, built: Path) -> None:
     """Data Docs copy 4 MB of fonts and styles into every site; keep one copy per flow
     (``_static``), so a run's report costs about 150 kB. Locally each run's ``static`` is
     a link to it; elsewhere the run's pages are uploaded without it and the plugin serves
-    ``static`` from the flow's copy (:func:`resolve_static`)."""
+    ``static`` from the flow's copy (:func:`report_file`)."""
     target = run_dir(flow_name, run_id)
     shared = target.parent / SHARED_STATIC
     static = built / "static"
