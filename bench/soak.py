@@ -23,7 +23,6 @@ import itertools
 import json
 import os
 import shutil
-import sqlite3
 import statistics
 import sys
 import threading
@@ -37,7 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.config.model import load_config
 from mirrorflow.dev import localcluster
-from mirrorflow.dev.local_airflow import LocalAirflow
+from mirrorflow.dev.local_airflow import LocalAirflow, LocalAirflowError
 from mirrorflow.dev.localcluster import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,10 +196,8 @@ class Airflow(LocalAirflow):
         started = time.monotonic()
         quiet_since = None
         while time.monotonic() < started + timeout:
-            db = sqlite3.connect(self.home / "airflow.db")
-            active = db.execute("select count(*) from dag_run where state in "
-                                "('running', 'queued')").fetchone()[0]
-            db.close()
+            active = self.query("select count(*) from dag_run where state in "
+                                "('running', 'queued')")[0][0]
             now = time.monotonic()
             quiet_since = (quiet_since or now) if not active else None
             if quiet_since is not None and now - quiet_since >= 15 and now - started >= 75:
@@ -213,13 +210,10 @@ class Airflow(LocalAirflow):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                db = sqlite3.connect(self.home / "airflow.db")
-                found = db.execute("select count(*) from dag where dag_id like 'mirror__%'"
-                                   ).fetchone()[0]
-                db.close()
-                if found >= count:
+                if self.query("select count(*) from dag where dag_id like 'mirror__%'"
+                              )[0][0] >= count:
                     return
-            except sqlite3.Error:
+            except LocalAirflowError:  # no dag table yet
                 pass
             time.sleep(2)
         raise RuntimeError(f"Airflow did not load {count} DAGs in {timeout:.0f}s; see "
@@ -227,11 +221,10 @@ class Airflow(LocalAirflow):
 
     def runs(self) -> list[dict]:
         """Every DAG run and the queued and running seconds of its tasks."""
-        db = sqlite3.connect(self.home / "airflow.db")
         runs = [dict(zip(("dag_id", "run_id", "state", "start", "end"), row, strict=True))
-                for row in db.execute("select dag_id, run_id, state, start_date, end_date "
+                for row in self.query("select dag_id, run_id, state, start_date, end_date "
                                       "from dag_run where start_date is not null")]
-        tasks = db.execute("select dag_id, run_id, queued_dttm, start_date, end_date, "
+        tasks = self.query("select dag_id, run_id, queued_dttm, start_date, end_date, "
                            "try_number from task_instance where start_date is not null")
         spent: dict[tuple[str, str], list] = {}
         for dag_id, run_id, queued, start, end, tries in tasks:
@@ -242,7 +235,6 @@ class Airflow(LocalAirflow):
                 item[1] += (_at(end) - _at(start)).total_seconds()
                 item[3].append((_at(start), _at(end)))
             item[2] += max(0, (tries or 1) - 1)
-        db.close()
         for run in runs:
             run["queued_s"], run["running_s"], run["retries"], spans = spent.get(
                 (run["dag_id"], run["run_id"]), [0.0, 0.0, 0, []])
@@ -256,14 +248,12 @@ class Airflow(LocalAirflow):
 
     def task_seconds(self) -> dict[str, list[float]]:
         """Each task's durations over the runs that succeeded."""
-        db = sqlite3.connect(self.home / "airflow.db")
         found: dict[str, list[float]] = {}
-        for task_id, seconds in db.execute(
+        for task_id, seconds in self.query(
                 "select t.task_id, t.duration from task_instance t join dag_run r on "
                 "t.dag_id = r.dag_id and t.run_id = r.run_id where t.state = 'success' and "
                 "t.duration is not null and r.state = 'success'"):
             found.setdefault(task_id, []).append(seconds)
-        db.close()
         return found
 
 

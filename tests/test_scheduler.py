@@ -7,7 +7,6 @@ read_committed consumer of the remote topic sees every source record once."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -22,6 +21,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.broker, pytest.mark.spark]
 
 DAG_ID = "mirror__a__b"
 TERMINAL = {"success", "failed"}
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Services(LocalAirflow):
@@ -44,7 +44,7 @@ class Services(LocalAirflow):
     def __enter__(self) -> Services:
         self.start()
         deadline = time.monotonic() + 240
-        while DAG_ID not in self.cli("dags", "list", "-o", "plain"):
+        while not self.query("select dag_id from dag where dag_id = ?", DAG_ID):
             assert self.process.poll() is None, self.log.read_text()[-3000:]
             assert time.monotonic() < deadline, "the DAG was never parsed"
             time.sleep(2)
@@ -53,32 +53,40 @@ class Services(LocalAirflow):
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def json(self, *args: str) -> list[dict]:
-        """A CLI command's JSON output (its log lines go to the same stream)."""
-        lines = [line for line in self.cli(*args, "-o", "json").splitlines()
-                 if line.startswith("[{") or line.strip() == "[]"]
-        return json.loads(lines[-1]) if lines else []
-
     def runs(self) -> list[dict]:
-        return self.json("dags", "list-runs", DAG_ID)
+        """The DAG's runs, read from the services' database (polling through the CLI would
+        start a ~3 s process every few seconds on the two cores under test)."""
+        keys = ("run_id", "state", "start_date", "backfill_id")
+        return [dict(zip(keys, row, strict=True)) for row in self.query(
+            "select run_id, state, start_date, backfill_id from dag_run where dag_id = ?",
+            DAG_ID)]
 
-    def wait_for_runs(self, count: int, timeout: float, backfilled_after: str = "") -> list[dict]:
-        """Once at least ``count`` runs exist and every one has ended (and every backfill
-        run started after ``backfilled_after``: a reprocessing backfill runs the same run
-        ids again)."""
+    def wait_for_runs(self, count: int, timeout: float, backfilled_after: datetime = EPOCH
+                      ) -> list[dict]:
+        """Once at least ``count`` runs exist, every one has ended (and every backfill run
+        started after ``backfilled_after``: a reprocessing backfill runs the same run ids
+        again), and the scheduler has closed every backfill (it does so on a 30 s timer,
+        and refuses a new backfill of the DAG until then)."""
         deadline = time.monotonic() + timeout
         while True:
             runs = self.runs()
+            open_backfills = self.query("select id from backfill where completed_at is null")
             if len(runs) >= count and all(r["state"] in TERMINAL for r in runs) and all(
-                    (r["start_date"] or "") > backfilled_after for r in runs
-                    if r["run_id"].startswith("backfill__")):
+                    r["start_date"] and _at(r["start_date"]) > backfilled_after for r in runs
+                    if r["run_id"].startswith("backfill__")) and not open_backfills:
                 return runs
-            assert time.monotonic() < deadline, (runs, self.log.read_text()[-3000:])
+            assert time.monotonic() < deadline, (runs, open_backfills,
+                                                 self.log.read_text()[-3000:])
             time.sleep(5)
 
     def task_states(self, run_id: str) -> dict[str, str]:
-        rows = self.json("tasks", "states-for-dag-run", DAG_ID, run_id)
-        return {row["task_id"]: row["state"] for row in rows}
+        return dict(self.query("select task_id, state from task_instance "
+                               "where dag_id = ? and run_id = ?", DAG_ID, run_id))
+
+
+def _at(value: str) -> datetime:
+    """A date of Airflow's SQLite database ("2026-11-25 23:05:40.405055", UTC)."""
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
 @pytest.fixture
@@ -103,7 +111,7 @@ def test_backfills_and_a_manual_run_never_race(services: Services, two_clusters)
                  "2026-11-20T00:00:00", "--to-date", "2026-11-20T01:00:00")
     first = services.wait_for_runs(3, 600)
     produce(a, "orders", varied_records(500, 1000), 3)
-    again = datetime.now(UTC).isoformat()
+    again = datetime.now(UTC)
     services.cli("backfill", "create", "--dag-id", DAG_ID, "--from-date",
                  "2026-11-20T00:00:00", "--to-date", "2026-11-20T01:00:00",
                  "--reprocess-behavior", "completed")
@@ -111,6 +119,7 @@ def test_backfills_and_a_manual_run_never_race(services: Services, two_clusters)
     runs = services.wait_for_runs(len(first) + 1, 600, backfilled_after=again)
 
     assert len([r for r in runs if r["run_id"].startswith("backfill__")]) == 2, runs
+    assert services.query("select count(*) from backfill") == [(2,)]
     assert any(r["run_id"].startswith("manual__") for r in runs), runs
     for run in runs:
         got = services.task_states(run["run_id"])

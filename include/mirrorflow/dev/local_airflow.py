@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -55,14 +56,16 @@ class LocalAirflow:
         self.process: subprocess.Popen | None = None
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
-        """An Airflow CLI command; SQLite's "database is locked" (the services write the
-        same file) and a finished backfill not yet closed by the scheduler are waited out,
-        as a person would run the command again."""
+        """An Airflow CLI command; a failure on SQLite's "database is locked" (the services
+        write the same file) or on a finished backfill not yet closed by the scheduler is
+        waited out, as a person would run the command again. A command that succeeded is
+        never run again, whatever its log says: Airflow logs a lock it then got past, and
+        running ``backfill create`` twice would create two backfills."""
         deadline = time.monotonic() + 300  # a busy scheduler closes a backfill late
         while True:
             done = subprocess.run([str(BIN / "airflow"), *args], env=self.env,
                                   capture_output=True, text=True, timeout=180, check=False)
-            if time.monotonic() > deadline or (
+            if done.returncode == 0 or time.monotonic() > deadline or (
                     "database is locked" not in done.stderr
                     and "AlreadyRunningBackfill" not in done.stderr):
                 return done
@@ -74,6 +77,21 @@ class LocalAirflow:
         if done.returncode != 0:
             raise LocalAirflowError(f"airflow {' '.join(args)}: {done.stderr[-2000:]}")
         return done.stdout
+
+    def query(self, sql: str, *params: object) -> list[tuple]:
+        """The rows of one read of the services' SQLite database. Waiting on it this way
+        costs a query, where each ``airflow`` CLI command costs a process of ~3 s CPU that
+        the scheduler and the tasks under test would share the cores with."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with contextlib.closing(sqlite3.connect(self.home / "airflow.db",
+                                                        timeout=30)) as db:
+                    return db.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as error:
+                if time.monotonic() > deadline:
+                    raise LocalAirflowError(f"{self.home / 'airflow.db'}: {error}") from error
+                time.sleep(1)
 
     def start(self) -> None:
         """Migrate the database, create mirrorflow's Spark pool, start the services."""
