@@ -43,6 +43,11 @@ class LocalAirflow:
         self.env.update({
             "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",  # standalone's children
             "AIRFLOW_HOME": str(home),
+            # Every process of the services, and every CLI command, waits up to a minute
+            # for SQLite's write lock (Python's default: 5 s). A busy scheduler holds it
+            # longer, and `airflow backfill create` failing half-way leaves a backfill of
+            # part of its dates.
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}?timeout=60",
             "AIRFLOW__CORE__DAGS_FOLDER": str(repo / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(repo / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -57,19 +62,40 @@ class LocalAirflow:
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
         """An Airflow CLI command; a failure on SQLite's "database is locked" (the services
-        write the same file) or on a finished backfill not yet closed by the scheduler is
-        waited out, as a person would run the command again. A command that succeeded is
-        never run again, whatever its log says: Airflow logs a lock it then got past, and
-        running ``backfill create`` twice would create two backfills."""
-        deadline = time.monotonic() + 300  # a busy scheduler closes a backfill late
+        write the same file) is waited out, as a person would run the command again. A
+        command that succeeded is never run again, whatever its log says."""
+        deadline = time.monotonic() + 300
         while True:
             done = subprocess.run([str(BIN / "airflow"), *args], env=self.env,
                                   capture_output=True, text=True, timeout=180, check=False)
-            if done.returncode == 0 or time.monotonic() > deadline or (
-                    "database is locked" not in done.stderr
-                    and "AlreadyRunningBackfill" not in done.stderr):
+            if done.returncode == 0 or time.monotonic() > deadline or \
+                    "database is locked" not in done.stderr:
                 return done
             time.sleep(2)
+
+    def create_backfill(self, dag_id: str, *args: str, timeout: float = 600.0) -> int:
+        """``airflow backfill create --dag-id dag_id *args`` until it succeeds, as a person
+        would run it again: the id of the backfill that succeeded. On SQLite, a command
+        that fails on a lock half-way leaves a backfill of part of its dates (Airflow
+        removes such a partial backfill only on the lock errors of PostgreSQL and MySQL);
+        the scheduler closes it once its runs end (on a 30 s timer), and until then a new
+        backfill of the DAG is refused (AlreadyRunningBackfill). Each failure's message
+        is kept in ``cli-failures.log`` in the Airflow home."""
+        deadline = time.monotonic() + timeout
+        while True:
+            done = subprocess.run([str(BIN / "airflow"), "backfill", "create", "--dag-id",
+                                   dag_id, *args], env=self.env, capture_output=True,
+                                  text=True, timeout=180, check=False)
+            if done.returncode == 0:
+                return self.query("select max(id) from backfill where dag_id = ?", dag_id)[0][0]
+            with (self.home / "cli-failures.log").open("a") as out:
+                out.write(f"airflow backfill create {' '.join(args)}:\n{done.stderr}\n")
+            if time.monotonic() > deadline or not any(
+                    why in done.stderr for why in ("database is locked",
+                                                   "AlreadyRunningBackfill")):
+                raise LocalAirflowError(f"airflow backfill create --dag-id {dag_id} "
+                                        f"{' '.join(args)}: {done.stderr[-2000:]}")
+            time.sleep(5)
 
     def cli(self, *args: str) -> str:
         """:meth:`run`, its output; a failure raises naming the command."""
