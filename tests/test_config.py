@@ -363,3 +363,42 @@ def test_heartbeats_replication_disabled_leaves_heartbeats_to_topics() -> None:
     # Selected by 'topics', heartbeats are mirrored whatever the switch says (as in MM2).
     both = parse_config(BASE + "a->b.heartbeats.replication.enabled = false\n")
     assert both.flow("a->b").topic_filter().should_replicate("heartbeats") is True
+
+
+@pytest.mark.parametrize(("lines", "expected"), [
+    ("", ("earliest", "")),
+    ("a.consumer.auto.offset.reset = latest\n",
+     ("latest", "a.consumer.auto.offset.reset")),
+    ("a->b.consumer.auto.offset.reset = LATEST\n",
+     ("latest", "a->b.consumer.auto.offset.reset")),
+    # MM2's order: the flow's source.consumer.*, the source cluster's consumer.*, the
+    # flow's consumer.* (MirrorMakerConfig.connectorBaseConfig, sourceConsumerConfig).
+    ("a->b.consumer.auto.offset.reset = none\na.consumer.auto.offset.reset = latest\n",
+     ("latest", "a.consumer.auto.offset.reset")),
+    ("a.consumer.auto.offset.reset = latest\n"
+     "a->b.source.consumer.auto.offset.reset = none\n",
+     ("none", "a->b.source.consumer.auto.offset.reset")),
+    # The target's consumer setting is not the source's.
+    ("b.consumer.auto.offset.reset = latest\n", ("earliest", "")),
+])
+def test_auto_offset_reset_resolves_as_mm2_does(lines: str, expected: tuple[str, str]) -> None:
+    config = parse_config(BASE + lines)
+    reset = config.flows[("a", "b")].offset_reset
+    assert (reset.value, reset.prop) == expected
+    assert not [w for w in config.warnings if "auto.offset.reset" in w]
+
+
+@pytest.mark.parametrize(("line", "fragment"), [
+    ("a.consumer.auto.offset.reset = smallest",
+     "property 'a.consumer.auto.offset.reset': expected one of earliest, latest, none for "
+     "'a.consumer.auto.offset.reset', got 'smallest'"),
+    ("a->b.source.consumer.auto.offset.reset = by_duration:PT1H",
+     "'a->b.source.consumer.auto.offset.reset = by_duration:PT1H' (Kafka's by_duration "
+     "reset) is not supported: set earliest or latest"),
+    ("a->b.source.consumer.isolation.level = read_uncommitted",
+     "property 'a->b.source.consumer.isolation.level': decides which records flow a->b "
+     "copies"),
+])
+def test_settings_that_decide_what_is_copied_are_refused_by_name(line: str,
+                                                                  fragment: str) -> None:
+    assert fragment in error_of(BASE + line + "\n")

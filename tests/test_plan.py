@@ -195,3 +195,51 @@ def test_remote_topics_are_created_and_grown_in_requests_a_kraft_controller_acce
     counts, current = {"x": 4000, "y": 2000, "z": 10}, {"x": 1000, "y": 1, "z": 5}
     assert metadata_requests(list(counts), lambda t: counts[t] - current[t]) == [
         ["x", "y"], ["z"]]  # 3,000 + 1,999 new partitions, then 5
+
+
+def test_latest_reset_starts_new_partitions_at_their_end_and_none_refuses(
+        two_clusters: dict[str, str], tmp_path: Path) -> None:
+    """MM2's ``auto.offset.reset = latest``: what a new partition held when the flow first
+    saw it is left out (a named ``new`` break), what comes after is mirrored, a partition
+    with a position is never moved; ``none`` fails the plan naming the partition."""
+    from mirrorflow.run import commit_step
+
+    a = two_clusters["a"]
+    create_topic(a, "orders", 2)
+    produce(a, "orders", varied_records(40), 2)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "a.consumer.auto.offset.reset = latest\n"
+                       "emit.heartbeats.enabled = false\n")
+    config = load_config(path)
+    flow = config.flow("a->b")
+    first, _ = plan_run(config, flow, "run-1")
+    assert first.ranges == ()
+    assert [(b.topic, b.partition, b.cause, b.start, b.end) for b in first.breaks] == [
+        ("orders", 0, "new", 0, 20), ("orders", 1, "new", 0, 20)]
+    assert first.breaks[0].detail == (
+        "a topic new to the flow: mirrored from its end (a.consumer.auto.offset.reset = "
+        "latest, as MM2), offsets 0..19 left out")
+    PlanStore(config, flow).save_empty_result(first.plan_id)
+    commit_step(config, flow, first, "run-1")
+
+    produce(a, "orders", varied_records(6, 40), 2)
+    second, _ = plan_run(config, flow, "run-2")
+    assert sorted((r.partition, r.start, r.end) for r in second.ranges) == [
+        (0, 20, 23), (1, 20, 23)]
+    assert second.breaks == ()
+    create_topic(a, "heartbeats", 1)  # a run waits for its heartbeat: from the start
+    produce(a, "heartbeats", varied_records(1), 1)
+    dry = build_plan(config, flow, "run-dry", dry_run=True)
+    assert [(r.topic, r.start, r.end) for r in dry.ranges if r.topic == "heartbeats"] == [
+        ("heartbeats", 0, 1)]
+
+    create_topic(a, "later", 1)
+    produce(a, "later", varied_records(5), 1)
+    none = config_file(tmp_path / "none.properties", two_clusters, "a->b.enabled = true",
+                       "a->b.source.consumer.auto.offset.reset = none\n"
+                       "emit.heartbeats.enabled = false\n")
+    with pytest.raises(PlanError) as info:
+        build_plan(load_config(none), load_config(none).flow("a->b"), "run-3")
+    assert str(info.value).startswith(
+        "source later[0] is a topic new to the flow and has no position, and "
+        "a->b.source.consumer.auto.offset.reset = none starts no partition")

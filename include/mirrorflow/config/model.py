@@ -28,7 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mirrorflow.config import connect_settings
+from mirrorflow.config import connect_settings, offset_reset
+from mirrorflow.config.offset_reset import OffsetReset
 from mirrorflow.config.policy import (
     IdentityReplicationPolicy,
     PolicyError,
@@ -586,6 +587,8 @@ class FlowConfig:
     enabled: bool
     values: Mapping[str, Any]
     explicit: frozenset[str] = field(default_factory=frozenset)
+    # Where a partition with no position starts (MM2's source consumer's reset).
+    offset_reset: OffsetReset = field(default_factory=OffsetReset)
 
     @property
     def name(self) -> str:
@@ -719,6 +722,7 @@ def resolve(entries: list[Entry], *, path: Path | None, digest: str) -> MirrorCo
 
     _refuse_identity_loops(flows, latest)
     _check_isolation(flows, clusters, latest, warnings)
+    flows = _with_offset_resets(flows, latest)
     _refuse_shared_dag_ids(flows)
     warnings = [one_line(w) for w in warnings]
     for message in warnings:
@@ -911,7 +915,9 @@ def _flow(
                             f"'{prefix}{canonical}'")
         if canonical in FLOW_PROPERTIES:
             chosen[canonical] = (entry, full)
-        elif prop == "consumer.isolation.level":
+        elif prop in offset_reset.FLOW_KEYS:
+            continue  # resolved with the cluster's own (_with_offset_resets)
+        elif prop in ("consumer.isolation.level", "source.consumer.isolation.level"):
             raise ConfigError(
                 f"decides which records flow {source}{FLOW_ARROW}{target} copies, and "
                 "mirrorflow reads a cluster the same way for every flow: set "
@@ -1009,6 +1015,19 @@ def _check_isolation(flows: Mapping[tuple[str, str], FlowConfig],
                         f"with '{setting} = {level}': records of aborted and open "
                         "transactions are mirrored as committed ones, and each run's report "
                         "says so")
+
+
+def _with_offset_resets(flows: Mapping[tuple[str, str], FlowConfig],
+                        latest: Mapping[str, Entry]) -> dict[tuple[str, str], FlowConfig]:
+    """Each flow with its source consumer's ``auto.offset.reset`` (:mod:`offset_reset`)."""
+    out = {}
+    for key, flow in flows.items():
+        try:
+            reset, _ = offset_reset.resolve(flow.name, flow.source, latest)
+        except offset_reset.InvalidReset as exc:
+            raise ConfigError(str(exc), prop=exc.key, line=exc.entry.line) from None
+        out[key] = replace(flow, offset_reset=reset)
+    return out
 
 
 def _refuse_shared_dag_ids(flows: Mapping[tuple[str, str], FlowConfig]) -> None:

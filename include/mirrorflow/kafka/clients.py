@@ -236,6 +236,9 @@ def consumer(cluster: ClusterConfig, **extra: Any):
 
     extra.setdefault("group.id", "mirrorflow-reader")
     extra.setdefault("enable.auto.commit", False)
+    # mirrorflow's readers assign the offsets they read; the cluster's auto.offset.reset
+    # says where a flow starts a new source partition (the plan), not where they read.
+    extra.setdefault("auto.offset.reset", "earliest")
     return new_client(Consumer, client_config(cluster, "consumer", **extra),
                       f"cluster {cluster.alias!r}, consumer")
 

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 
 from mirrorflow.config.model import ClusterConfig, FlowConfig, MirrorConfig
+from mirrorflow.config.offset_reset import OffsetReset
 from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.internal_topics import CompactedTopic
@@ -407,10 +408,10 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     topics always stay in). A dry run writes nothing: no remote topic is created.
     ``starts`` (a dry run of a reset) plans those partitions from the offsets given."""
     topics = discover_topics(config, flow)
+    policy = flow.policy()
     if only_topics is not None:
         # Heartbeat topics stay in, as MM2 always replicates them: the run's sensor waits
         # for the heartbeat this very plan carries.
-        policy = flow.policy()
         wanted = set(only_topics)
         topics = {t: n for t, n in topics.items()
                   if t in wanted or policy.is_heartbeats_topic(t)}
@@ -435,6 +436,9 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     ranges: list[Range] = []
     gaps: list[Gap] = []
     breaks: list[Break] = []
+    # A heartbeats topic starts at its log start whatever auto.offset.reset says: MM2
+    # emits heartbeats every second and skips only the first, but a run waits for the
+    # heartbeat it emitted just before this plan.
     chained_topics = {t for t, _ in chains}
     for topic, partition in source_parts:
         marks = source_marks[(topic, partition)]
@@ -442,7 +446,9 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
                                     committed.get((topic, partition)),
                                     chains.get((topic, partition)),
                                     (topic, partition) in outside,
-                                    topic in chained_topics)
+                                    topic in chained_topics,
+                                    OffsetReset() if policy.is_heartbeats_topic(topic)
+                                    else flow.offset_reset)
         breaks += found
         if start > marks.high:
             raise PlanError(
@@ -479,8 +485,8 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
 
 
 def _chain_start(topic: str, partition: int, topic_id: str, marks, position: int | None,
-                 chain: Chain | None, moved_outside: bool, topic_known: bool
-                 ) -> tuple[int, list[Break]]:
+                 chain: Chain | None, moved_outside: bool, topic_known: bool,
+                 reset: OffsetReset) -> tuple[int, list[Break]]:
     """Where the plan starts a partition, and the break that explains it where that is
     not where the flow's chain of it ends (see the module's note)."""
     def named(cause: str, start: int, end: int, detail: str) -> list[Break]:
@@ -498,6 +504,17 @@ def _chain_start(topic: str, partition: int, topic_id: str, marks, position: int
             return chain.next, []
         kind = "a new partition of a topic the flow mirrors" if topic_known else \
             "a topic new to the flow"
+        if reset.value == "none":
+            raise PlanError(f"source {topic}[{partition}] is {kind} and has no position, "
+                            f"and {reset.named} starts no partition (MM2's consumer fails "
+                            "the same way): set the flow's positions with mirrorflow reset, "
+                            "or set it to earliest or latest")
+        if reset.value == "latest":
+            left_out = (f"offsets {marks.low}..{marks.high - 1} left out"
+                        if marks.high > marks.low else "nothing left out")
+            return marks.high, named("new", marks.low, marks.high,
+                                     f"{kind}: mirrored from its end ({reset.named}, as "
+                                     f"MM2), {left_out}")
         return marks.low, named("new", marks.low, marks.low,
                                 f"{kind}: mirrored from its log start")
     start = position + 1
