@@ -11,7 +11,6 @@ copying a record twice nor skipping one.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from helpers.kafka import (
     topics,
     varied_records,
 )
+from helpers.mm2 import MM2_PACE, mirrored, parse, true_position, wait_for
 from mirrorflow.checkpoint import remote
 from mirrorflow.config.model import load_config
 from mirrorflow.dev.local_mm2 import MirrorMaker, formatted
@@ -37,21 +37,6 @@ from mirrorflow.run import run_cycle
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.timeout(900)]
 
-# MM2's own properties that make it act within a test's seconds (each an MM2 or Connect
-# worker property; mirrorflow accepts them); the `mirrorflow.*` line is for mirrorflow
-# and must not upset MM2.
-MM2_PACE = """\
-config.storage.replication.factor = 1
-offset.storage.replication.factor = 1
-status.storage.replication.factor = 1
-offset.flush.interval.ms = 1000
-refresh.topics.interval.seconds = 1
-refresh.groups.interval.seconds = 1
-emit.checkpoints.interval.seconds = 1
-emit.heartbeats.interval.seconds = 1
-a.consumer.isolation.level = read_committed
-mirrorflow.transaction.records = 5000
-"""
 ORDERS = 600  # over 2 partitions
 GROUP_AT = {0: 150, 1: 1}  # where the application stopped, per partition
 
@@ -85,33 +70,6 @@ def fill_source(a: str) -> None:
 def records(bootstrap: str, topic: str, partition: int) -> list:
     """(key, value, headers, timestamp) in order: what a consumer of the topic sees."""
     return read_partition(bootstrap, topic, partition)
-
-
-def wait_for(what: str, check, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"MM2 did not get there: {what}"
-        time.sleep(1)
-
-
-def mirrored(source: str, target: str, topic: str, partitions: int) -> bool:
-    return all(len(records(target, f"a.{topic}", p)) == len(records(source, topic, p))
-               for p in range(partitions)) if f"a.{topic}" in topics(target) else False
-
-
-def parse(line: str) -> dict[str, str]:
-    """``Name{k=v, k=v}`` as MM2's formatters print a record."""
-    body = re.fullmatch(r"\w+\{(.*)\}", line.strip())
-    assert body, line
-    return dict(part.split("=", 1) for part in body.group(1).split(", "))
-
-
-def true_position(bootstrap: str, topic: str, partition: int, upstream: list, at: int) -> int:
-    """The remote offset of the source record at index ``at`` (its copy), or the end."""
-    mirrored_records = read_partition(bootstrap, topic, partition, with_offsets=True)
-    assert [r[1:] for r in mirrored_records] == upstream
-    return mirrored_records[at][0] if at < len(mirrored_records) else \
-        mirrored_records[-1][0] + 1
 
 
 def test_mm2_and_mirrorflow_side_by_side_then_switch_both_ways(spark, three_clusters,
