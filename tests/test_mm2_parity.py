@@ -25,6 +25,7 @@ from mirrorflow.config.model import load_config
 from mirrorflow.dev.local_mm2 import MirrorMaker, formatted
 from mirrorflow.kafka.clients import close_shared
 from mirrorflow.run import run_cycle
+from mirrorflow.source.topic_sync import config_source, describe_configs
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.timeout(900)]
 
@@ -32,7 +33,13 @@ SETTINGS = MM2_PACE + """\
 a.consumer.auto.offset.reset = latest
 offset-syncs.topic.location = target
 offset.lag.max = 0
+sync.topic.configs.interval.seconds = 1
 """
+# The source topic's own configs; min.insync.replicas is in config.properties.exclude.
+# (The records' timestamps are of 2023: retention keeps them.)
+ORDERS_CONFIGS = {"retention.ms": "-1", "max.message.bytes": "2000000",
+                  "min.insync.replicas": "1"}
+RETENTION_LATER = str(10 * 365 * 24 * 3600 * 1000)
 BEFORE = 40  # orders held before either flow started: left out by both (20 a partition)
 AFTER = 60  # written once both run
 
@@ -49,10 +56,34 @@ def sentinel_through(a: str, c: str, topic: str, n: list[int]) -> bool:
     return f"a.{topic}" in topics(c) and bool(read_partition(c, f"a.{topic}", 0))
 
 
+def alter_topic(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in configs.items()])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept while its futures run
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(10)
+
+
+def own_configs(config, alias: str) -> dict[str, str]:
+    """The configs set on ``a.orders`` itself on cluster ``alias``."""
+    entries = describe_configs(config.cluster(alias), ["a.orders"])["a.orders"]
+    return {name: e.value for name, e in entries.items()
+            if config_source(e) == "DYNAMIC_TOPIC_CONFIG"}
+
+
 def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clusters,
                                                                 tmp_path: Path) -> None:
     a, b, c = three_clusters["a"], three_clusters["b"], three_clusters["c"]
-    create_topic(a, "orders", 2)
+    create_topic(a, "orders", 2, ORDERS_CONFIGS)
     produce(a, "orders", records_from(BEFORE), 2)
     create_topic(a, "sparse", 3)  # its partition 2 never gets a record
     create_topic(a, "quiet", 1)  # never gets a record
@@ -88,6 +119,8 @@ def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clus
                  state=lambda: remote.translate_offsets(config.cluster("c"), "a", "app"))
 
         # A topic created after both started: each reads it from where it first sees it.
+        # A config changed on the source meanwhile: each syncs it within its interval.
+        alter_topic(a, "orders", {"retention.ms": RETENTION_LATER})
         create_topic(a, "late", 1)
         run_cycle(path, "a->b", spark=spark)  # sees it empty
         wait_for("a sentinel in late on c", lambda: sentinel_through(a, c, "late", sent))
@@ -95,6 +128,9 @@ def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clus
         run_cycle(path, "a->b", spark=spark)
         wait_for("late on c", lambda: read_partition(c, "a.late", 0)[-10:] ==
                  read_partition(a, "late", 0)[-10:])
+        synced = {"retention.ms": RETENTION_LATER, "max.message.bytes": "2000000"}
+        wait_for("the config change on c", lambda: own_configs(config, "c") == synced,
+                 state=lambda: own_configs(config, "c"))
         assert mm2.running(), mm2.log_file.read_text()[-2000:]
 
     # 1. Both left out what the source held when they started, and copied the rest.
@@ -107,6 +143,9 @@ def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clus
     assert read_partition(b, "a.late", 0) == read_partition(a, "late", 0)
     on_c = read_partition(c, "a.late", 0)
     assert on_c == read_partition(a, "late", 0)[-len(on_c):] and len(on_c) >= 11
+
+    # The remote topics' own configs: the source's, minus config.properties.exclude.
+    assert own_configs(config, "b") == own_configs(config, "c") == synced
 
     # 2. Offset syncs on the targets, named after the source; none on the source.
     assert "mm2-offset-syncs.a.internal" in topics(b) & topics(c)
