@@ -108,3 +108,21 @@ def test_every_command_names_an_unreachable_cluster_in_one_line(two_clusters, tm
         assert result.stderr.splitlines() == [
             f"mirrorflow: error: cluster '{down}' ({dead}) is not reachable: no broker "
             "answers there"], (name, result.stderr)
+
+
+def test_check_shows_where_new_partitions_start(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "c.properties"
+    path.write_text("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
+                    "a->b.enabled = true\nb->a.enabled = true\n"
+                    "a.consumer.auto.offset.reset = latest\n")
+    assert main(["config", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "  source.consumer.auto.offset.reset = latest  # from " \
+           "a.consumer.auto.offset.reset\n" in out
+    assert "  source.consumer.auto.offset.reset = earliest  # default\n" in out  # b->a
+    assert main(["config", "check", "--json", str(path)]) == 0
+    flows = json.loads(capsys.readouterr().out)["flows"]
+    assert [f["auto_offset_reset"] for f in flows] == [
+        {"value": "latest", "property": "a.consumer.auto.offset.reset"},
+        {"value": "earliest", "property": None}]

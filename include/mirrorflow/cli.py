@@ -27,6 +27,8 @@ def _flow_json(flow: FlowConfig, config: MirrorConfig) -> dict:
         "source_bootstrap_servers": config.clusters[flow.source].bootstrap_servers,
         "target_bootstrap_servers": config.clusters[flow.target].bootstrap_servers,
         "properties": flow.as_properties(),
+        "auto_offset_reset": {"value": flow.offset_reset.value,
+                              "property": flow.offset_reset.prop or None},
     }
 
 
@@ -43,6 +45,9 @@ def _print_flows(config: MirrorConfig, as_json: bool) -> None:
         for key, value in flow.as_properties().items():
             marker = "" if key in flow.explicit else "  # default"
             print(f"  {key} = {value}{marker}")
+        reset = flow.offset_reset  # resolved from the cluster's and the flow's settings
+        print(f"  source.consumer.auto.offset.reset = {reset.value}  # "
+              + (f"from {reset.prop}" if reset.prop else "default"))
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
