@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.config.model import load_config
 from mirrorflow.dev import localcluster
-from mirrorflow.dev.local_airflow import LocalAirflow, LocalAirflowError
+from mirrorflow.dev.local_airflow import LocalAirflow, LocalAirflowError, db_time
 from mirrorflow.dev.localcluster import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,15 +230,15 @@ class Airflow(LocalAirflow):
         for dag_id, run_id, queued, start, end, tries in tasks:
             item = spent.setdefault((dag_id, run_id), [0.0, 0.0, 0, []])
             if queued and start:
-                item[0] += max(0.0, (_at(start) - _at(queued)).total_seconds())
+                item[0] += max(0.0, (db_time(start) - db_time(queued)).total_seconds())
             if start and end:
-                item[1] += (_at(end) - _at(start)).total_seconds()
-                item[3].append((_at(start), _at(end)))
+                item[1] += (db_time(end) - db_time(start)).total_seconds()
+                item[3].append((db_time(start), db_time(end)))
             item[2] += max(0, (tries or 1) - 1)
         for run in runs:
             run["queued_s"], run["running_s"], run["retries"], spans = spent.get(
                 (run["dag_id"], run["run_id"]), [0.0, 0.0, 0, []])
-            run["seconds"] = ((_at(run["end"]) - _at(run["start"])).total_seconds()
+            run["seconds"] = ((db_time(run["end"]) - db_time(run["start"])).total_seconds()
                               if run["end"] else None)
             # Time in which none of the run's tasks ran: the scheduler's gaps between them.
             run["idle_s"] = (None if run["seconds"] is None
@@ -255,10 +255,6 @@ class Airflow(LocalAirflow):
                 "t.duration is not null and r.state = 'success'"):
             found.setdefault(task_id, []).append(seconds)
         return found
-
-
-def _at(value: str) -> datetime:
-    return datetime.fromisoformat(value)
 
 
 def covered(spans: list[tuple[datetime, datetime]]) -> float:
@@ -284,7 +280,7 @@ def percentile(values, q: float) -> float | None:
 def overlapped(runs: list[dict]) -> int:
     count = 0
     for dag_id in {r["dag_id"] for r in runs}:
-        spans = sorted((_at(r["start"]), _at(r["end"])) for r in runs
+        spans = sorted((db_time(r["start"]), db_time(r["end"])) for r in runs
                        if r["dag_id"] == dag_id and r["end"])
         count += sum(1 for (_, end), (start, _) in itertools.pairwise(spans) if start < end)
     return count
@@ -415,7 +411,7 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
                        for task, seconds in sorted(cron_tasks.items())},
         "runs": len(runs), "runs_failed": sum(r["state"] == "failed" for r in runs),
         "runs_failed_outside_outage": sum(
-            r["state"] == "failed" and not (outage - 60 <= _at(r["start"]).timestamp()
+            r["state"] == "failed" and not (outage - 60 <= db_time(r["start"]).timestamp()
                                             <= outage + OUTAGE_S + 120) for r in runs),
         "runs_retried": sum(r["retries"] > 0 for r in runs), "runs_overlapped": overlapped(runs),
         "report_bytes_per_run_first": report_bytes(reports, started, started + 300),

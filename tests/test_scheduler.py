@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
-from mirrorflow.dev.local_airflow import LocalAirflow
+from mirrorflow.dev.local_airflow import LocalAirflow, db_time
 
 pytestmark = [pytest.mark.airflow, pytest.mark.broker, pytest.mark.spark]
 
@@ -72,7 +72,7 @@ class Services(LocalAirflow):
             runs = self.runs()
             open_backfills = self.query("select id from backfill where completed_at is null")
             if len(runs) >= count and all(r["state"] in TERMINAL for r in runs) and all(
-                    r["start_date"] and _at(r["start_date"]) > backfilled_after for r in runs
+                    r["start_date"] and db_time(r["start_date"]) > backfilled_after for r in runs
                     if r["run_id"].startswith("backfill__")) and not open_backfills:
                 return runs
             assert time.monotonic() < deadline, (runs, open_backfills,
@@ -82,11 +82,6 @@ class Services(LocalAirflow):
     def task_states(self, run_id: str) -> dict[str, str]:
         return dict(self.query("select task_id, state from task_instance "
                                "where dag_id = ? and run_id = ?", DAG_ID, run_id))
-
-
-def _at(value: str) -> datetime:
-    """A date of Airflow's SQLite database ("2026-11-25 23:05:40.405055", UTC)."""
-    return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
 @pytest.fixture

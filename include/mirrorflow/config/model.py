@@ -1023,7 +1023,7 @@ def _with_offset_resets(flows: Mapping[tuple[str, str], FlowConfig],
     out = {}
     for key, flow in flows.items():
         try:
-            reset, _ = offset_reset.resolve(flow.name, flow.source, latest)
+            reset = offset_reset.resolve(flow.name, flow.source, latest)
         except offset_reset.InvalidReset as exc:
             raise ConfigError(str(exc), prop=exc.key, line=exc.entry.line) from None
         out[key] = replace(flow, offset_reset=reset)

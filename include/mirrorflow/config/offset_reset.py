@@ -43,10 +43,9 @@ class OffsetReset:
             f"MM2's default auto.offset.reset = {self.value}"
 
 
-def resolve(flow_name: str, source: str, latest: Mapping[str, _Entry]
-            ) -> tuple[OffsetReset, _Entry | None]:
-    """The flow's reset and the entry that set it (None for the default); a value that is
-    not one of :data:`RESETS` raises ValueError naming it."""
+def resolve(flow_name: str, source: str, latest: Mapping[str, _Entry]) -> OffsetReset:
+    """The flow's reset; a value that is not one of :data:`RESETS` raises
+    :class:`InvalidReset` naming its property and line."""
     for key in (f"{flow_name}.source.consumer.auto.offset.reset",
                 f"{source}.consumer.auto.offset.reset",
                 f"{flow_name}.consumer.auto.offset.reset"):
@@ -60,8 +59,8 @@ def resolve(flow_name: str, source: str, latest: Mapping[str, _Entry]
         if value not in RESETS:
             raise InvalidReset(key, entry, f"expected one of {', '.join(RESETS)} for "
                            f"'{key}', got {entry.value.strip()!r}")
-        return OffsetReset(value, key), entry
-    return OffsetReset(), None
+        return OffsetReset(value, key)
+    return OffsetReset()
 
 
 class InvalidReset(ValueError):

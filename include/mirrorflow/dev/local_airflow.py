@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from mirrorflow.dev.localcluster import free_port
@@ -66,8 +67,7 @@ class LocalAirflow:
         command that succeeded is never run again, whatever its log says."""
         deadline = time.monotonic() + 300
         while True:
-            done = subprocess.run([str(BIN / "airflow"), *args], env=self.env,
-                                  capture_output=True, text=True, timeout=180, check=False)
+            done = self._airflow(*args)
             if done.returncode == 0 or time.monotonic() > deadline or \
                     "database is locked" not in done.stderr:
                 return done
@@ -83,9 +83,7 @@ class LocalAirflow:
         is kept in ``cli-failures.log`` in the Airflow home."""
         deadline = time.monotonic() + timeout
         while True:
-            done = subprocess.run([str(BIN / "airflow"), "backfill", "create", "--dag-id",
-                                   dag_id, *args], env=self.env, capture_output=True,
-                                  text=True, timeout=180, check=False)
+            done = self._airflow("backfill", "create", "--dag-id", dag_id, *args)
             if done.returncode == 0:
                 return self.query("select max(id) from backfill where dag_id = ?", dag_id)[0][0]
             with (self.home / "cli-failures.log").open("a") as out:
@@ -96,6 +94,11 @@ class LocalAirflow:
                 raise LocalAirflowError(f"airflow backfill create --dag-id {dag_id} "
                                         f"{' '.join(args)}: {done.stderr[-2000:]}")
             time.sleep(5)
+
+    def _airflow(self, *args: str) -> subprocess.CompletedProcess:
+        """One ``airflow`` CLI command in the services' environment, run once."""
+        return subprocess.run([str(BIN / "airflow"), *args], env=self.env,
+                              capture_output=True, text=True, timeout=180, check=False)
 
     def cli(self, *args: str) -> str:
         """:meth:`run`, its output; a failure raises naming the command."""
@@ -143,6 +146,11 @@ class LocalAirflow:
             while time.monotonic() < deadline and any(_alive(p) for p in tree):
                 time.sleep(1)
         self.process.wait()
+
+
+def db_time(value: str) -> datetime:
+    """A date as Airflow's SQLite database stores it ("2026-11-25 23:05:40.405055", UTC)."""
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
 def _descendants(pid: int) -> list[int]:

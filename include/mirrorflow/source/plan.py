@@ -436,9 +436,6 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     ranges: list[Range] = []
     gaps: list[Gap] = []
     breaks: list[Break] = []
-    # A heartbeats topic starts at its log start whatever auto.offset.reset says: MM2
-    # emits heartbeats every second and skips only the first, but a run waits for the
-    # heartbeat it emitted just before this plan.
     chained_topics = {t for t, _ in chains}
     for topic, partition in source_parts:
         marks = source_marks[(topic, partition)]
@@ -447,6 +444,10 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
                                     chains.get((topic, partition)),
                                     (topic, partition) in outside,
                                     topic in chained_topics,
+                                    # A heartbeats topic starts at its log start whatever
+                                    # auto.offset.reset says: MM2 emits one every second
+                                    # and skips only the first, but a run waits for the
+                                    # heartbeat it emitted just before this plan.
                                     OffsetReset() if policy.is_heartbeats_topic(topic)
                                     else flow.offset_reset)
         breaks += found
