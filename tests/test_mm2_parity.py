@@ -56,7 +56,8 @@ def sentinel_through(a: str, c: str, topic: str, n: list[int]) -> bool:
     return f"a.{topic}" in topics(c) and bool(read_partition(c, f"a.{topic}", 0))
 
 
-def alter_topic(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
+def alter_topic(bootstrap: str, topic: str, configs: dict[str, str | None]) -> None:
+    """Set each config of ``configs`` on ``topic``, or remove it where the value is None."""
     from confluent_kafka.admin import (
         AdminClient,
         AlterConfigOpType,
@@ -66,7 +67,8 @@ def alter_topic(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
     )
 
     resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None
+                    else AlterConfigOpType.DELETE)
         for k, v in configs.items()])
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept while its futures run
     for future in admin.incremental_alter_configs([resource]).values():
@@ -119,8 +121,13 @@ def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clus
                  state=lambda: remote.translate_offsets(config.cluster("c"), "a", "app"))
 
         # A topic created after both started: each reads it from where it first sees it.
-        # A config changed on the source meanwhile: each syncs it within its interval.
-        alter_topic(a, "orders", {"retention.ms": RETENTION_LATER})
+        # Meanwhile on the source a config changes and another is removed (the remote
+        # topics fall back to their cluster's default: testReplicateTargetDefault), and
+        # on each target an excluded config is set on the remote topic, where it stays
+        # (testSyncTopicConfigs).
+        alter_topic(a, "orders", {"retention.ms": RETENTION_LATER, "max.message.bytes": None})
+        for target in (b, c):
+            alter_topic(target, "a.orders", {"unclean.leader.election.enable": "true"})
         create_topic(a, "late", 1)
         run_cycle(path, "a->b", spark=spark)  # sees it empty
         wait_for("a sentinel in late on c", lambda: sentinel_through(a, c, "late", sent))
@@ -128,7 +135,7 @@ def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clus
         run_cycle(path, "a->b", spark=spark)
         wait_for("late on c", lambda: read_partition(c, "a.late", 0)[-10:] ==
                  read_partition(a, "late", 0)[-10:])
-        synced = {"retention.ms": RETENTION_LATER, "max.message.bytes": "2000000"}
+        synced = {"retention.ms": RETENTION_LATER, "unclean.leader.election.enable": "true"}
         wait_for("the config change on c", lambda: own_configs(config, "c") == synced,
                  state=lambda: own_configs(config, "c"))
         assert mm2.running(), mm2.log_file.read_text()[-2000:]
@@ -144,7 +151,8 @@ def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clus
     on_c = read_partition(c, "a.late", 0)
     assert on_c == read_partition(a, "late", 0)[-len(on_c):] and len(on_c) >= 11
 
-    # The remote topics' own configs: the source's, minus config.properties.exclude.
+    # The remote topics' own configs: the source's, minus config.properties.exclude (set
+    # on the target, it stays), minus what the source no longer sets.
     assert own_configs(config, "b") == own_configs(config, "c") == synced
 
     # 2. Offset syncs on the targets, named after the source; none on the source.

@@ -3,10 +3,14 @@ standalone` (scheduler, DAG processor, triggerer, API server, LocalExecutor) on 
 of its own, a backfill of two dates at the default ``--max-active-runs`` beside the
 scheduled run, more records, the same backfill again with ``--reprocess-behavior
 completed``, and a manual trigger. Every DAG run ends green, no task fails, and a
-read_committed consumer of the remote topic sees every source record once."""
+read_committed consumer of the remote topic sees every source record once. The mirror
+tasks run on a warm Spark Connect server (the DAG's Spark connection), as a deployment
+with one runs them: each task process is a Connect client of its own (test_airflow_run
+covers the spark-submit kind of connection)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -15,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
+from mirrorflow.dev import connect_server
 from mirrorflow.dev.local_airflow import LocalAirflow, db_time
+from mirrorflow.dev.localcluster import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.broker, pytest.mark.spark]
 
@@ -27,8 +33,11 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class Services(LocalAirflow):
     """The local Airflow services on an Airflow home of their own, stopped on exit."""
 
-    def __init__(self, home: Path, repo: Path, config: Path, reports: Path) -> None:
+    def __init__(self, home: Path, repo: Path, config: Path, reports: Path,
+                 spark_port: int) -> None:
         super().__init__(home, repo, config, reports, {
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+                {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": spark_port}),
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "600",
@@ -92,8 +101,14 @@ def services(airflow_db, two_clusters, tmp_path: Path, repo: Path) -> Iterator[S
                        # Tasks beside the race under test, each a process per run: off.
                        "emit.checkpoints.enabled = false\nsync.topic.configs.enabled = false\n"
                        "sync.topic.acls.enabled = false\n")
-    with Services(tmp_path / "airflow", repo, path, tmp_path / "reports") as running:
-        yield running
+    server = connect_server.ConnectServer("127.0.0.1", free_port(), tmp_path / "connect")
+    connect_server.start(server)
+    try:
+        with Services(tmp_path / "airflow", repo, path, tmp_path / "reports",
+                      server.port) as running:
+            yield running
+    finally:
+        connect_server.stop(server)
 
 
 @pytest.mark.timeout(1200)
