@@ -1,5 +1,5 @@
 """The spark-submit path's driver class archive: written by the first run, mapped by later
-ones, kept only from a JVM that exited normally."""
+ones, kept only from a JVM that exited normally; and the package zip the job imports."""
 
 from __future__ import annotations
 
@@ -64,3 +64,29 @@ def test_a_driver_elsewhere_gets_no_archive(folder: Path) -> None:
     assert submit.class_archive("yarn") is None
     assert submit.class_archive("spark://master:7077") is None
     assert "spark.driver.extraJavaOptions" not in submit.submit_conf(None)
+
+
+def test_the_job_imports_mirrorflow_from_the_zip_as_bytecode(tmp_path: Path) -> None:
+    """Every module of the zip has its source and this Python's bytecode; a fresh
+    interpreter importing from the zip loads the bytecode (no compiling in the driver or in
+    any worker), and the source is still there for tracebacks."""
+    import zipfile
+
+    from mirrorflow.spark.session import PACKAGE_DIR, package_zip
+
+    archive = package_zip(tmp_path)
+    names = set(zipfile.ZipFile(archive).namelist())
+    modules = {f"mirrorflow/{p.relative_to(PACKAGE_DIR).as_posix()}"
+               for p in PACKAGE_DIR.rglob("*.py")}
+    assert "mirrorflow/spark/mirror.py" in modules
+    assert names == modules | {m[:-3] + ".pyc" for m in modules}
+    assert [p.name for p in tmp_path.iterdir()] == ["mirrorflow.zip"]
+    probe = ("import inspect, sys; sys.path.insert(0, sys.argv[1])\n"
+             "import mirrorflow.spark.mirror as m\n"
+             "print(m.__file__)\n"
+             "print(inspect.getsource(m.worker_error).splitlines()[0])\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(archive)], capture_output=True,
+                          text=True, check=True, cwd=tmp_path)
+    loaded, quoted = done.stdout.splitlines()
+    assert loaded == f"{archive}/mirrorflow/spark/mirror.pyc"
+    assert quoted == "def worker_error(exc: Exception) -> MirrorflowError:"

@@ -81,13 +81,24 @@ def ship_package(session) -> None:
 
 def package_zip(directory: Path) -> Path:
     """The mirrorflow package as a zip, for ``--py-files`` and Spark Connect artifacts, so
-    executors of any master have it."""
+    executors of any master have it. Each module goes with its bytecode for this Python
+    beside it (an unchecked hash-based ``.pyc``, which zipimport uses as it is: the zip is
+    made afresh for each job): from sources alone, the job's driver and every Python
+    worker compiled each module they imported. A Python of another version ignores the
+    bytecode and compiles the source."""
+    import py_compile
     import zipfile
 
     target = directory / "mirrorflow.zip"
+    compiled = directory / "module.pyc"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in PACKAGE_DIR.rglob("*.py"):
-            archive.write(path, Path("mirrorflow") / path.relative_to(PACKAGE_DIR))
+            name = Path("mirrorflow") / path.relative_to(PACKAGE_DIR)
+            archive.write(path, name)
+            py_compile.compile(str(path), cfile=str(compiled), dfile=str(name), doraise=True,
+                               invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+            archive.write(compiled, name.with_suffix(".pyc"))
+    compiled.unlink()
     return target
 
 
