@@ -55,8 +55,10 @@ def run_steps(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan,
         # PlanNotPendingError, before a record moves (it would be written twice).
         store.require_pending(plan.plan_id)
         if "mirror" in steps:
-            store.save_result(plan.plan_id, mirror(spark, config, flow, plan))
-        result = store.result(plan.plan_id)
+            result = mirror(spark, config, flow, plan)
+            store.save_result(plan.plan_id, result)
+        else:
+            result = store.result(plan.plan_id)
         if "validate" not in steps:
             return result, None
         if result is None:
