@@ -35,7 +35,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.config.model import load_config
-from mirrorflow.dev import localcluster
+from mirrorflow.dev import connect_server, localcluster
 from mirrorflow.dev.local_airflow import LocalAirflow, LocalAirflowError, db_time
 from mirrorflow.dev.localcluster import free_port
 
@@ -186,8 +186,8 @@ class Airflow(LocalAirflow):
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
             "AIRFLOW__CORE__PARALLELISM": "8",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({
-                "conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": connect_port})})
+            "AIRFLOW_CONN_SPARK_DEFAULT": connect_server.airflow_connection("127.0.0.1",
+                                                                            connect_port)})
 
     def drain(self, timeout: float = 900.0) -> None:
         """Wait until no run of the flows is queued or running, the caller having switched

@@ -10,7 +10,6 @@ covers the spark-submit kind of connection)."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -36,8 +35,8 @@ class Services(LocalAirflow):
     def __init__(self, home: Path, repo: Path, config: Path, reports: Path,
                  spark_port: int) -> None:
         super().__init__(home, repo, config, reports, {
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
-                {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": spark_port}),
+            "AIRFLOW_CONN_SPARK_DEFAULT": connect_server.airflow_connection("127.0.0.1",
+                                                                            spark_port),
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "600",

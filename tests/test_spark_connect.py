@@ -82,8 +82,8 @@ def test_dag_mirror_task_runs_on_a_spark_connect_connection(server, airflow_db, 
                        "a->b.mirrorflow.spark.conn.id = warm_spark\n")
     env = {**os.environ, "MIRRORFLOW_CONFIG": str(path),
            reports.REPORTS_ENV: str(tmp_path / "reports"),
-           "AIRFLOW_CONN_WARM_SPARK": json.dumps(
-               {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": server.port})}
+           "AIRFLOW_CONN_WARM_SPARK": connect_server.airflow_connection(server.host,
+                                                                        server.port)}
     airflow = Path(sys.executable).parent / "airflow"
     run = subprocess.run([str(airflow), "dags", "test", "mirror__a__b"], capture_output=True,
                          text=True, check=False, timeout=500, env=env)

@@ -11,6 +11,7 @@ exactly the configured address; its log and PID file are in the state directory.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -70,6 +71,12 @@ class ConnectServer:
         with socket.socket() as sock:
             sock.settimeout(0.5)
             return sock.connect_ex((self.host, self.port)) == 0
+
+
+def airflow_connection(host: str, port: int) -> str:
+    """The Spark provider's Airflow connection to the Connect server at ``host:port``, as
+    an ``AIRFLOW_CONN_<ID>`` value: a DAG whose mirror task uses it runs there."""
+    return json.dumps({"conn_type": "spark_connect", "host": f"sc://{host}", "port": port})
 
 
 def local_server(master: str, state_dir: Path) -> ConnectServer | None:
