@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
 
 from helpers.kafka import (
+    alter_topic,
     commit,
     config_file,
     create_topic,
@@ -197,10 +197,8 @@ def test_translation_stays_exact_for_a_group_five_runs_behind_after_compaction(
         run_cycle(path, "a->b", spark=spark)
     # Compact MM2's offset-syncs topic now: one sync per partition survives.
     syncs = "mm2-offset-syncs.b.internal"
-    admin = AdminClient({"bootstrap.servers": a})
-    admin.incremental_alter_configs([_resource(syncs, {
-        "segment.ms": "100", "min.cleanable.dirty.ratio": "0.001",
-        "min.compaction.lag.ms": "0"})])[ConfigResource("topic", syncs)].result(10)
+    alter_topic(a, syncs, {"segment.ms": "100", "min.cleanable.dirty.ratio": "0.001",
+                           "min.compaction.lag.ms": "0"})
     produce(a, "orders", varied_records(1, 150), 1)
     run_cycle(path, "a->b", spark=spark)  # rolls the syncs topic's segment
     deadline = time.monotonic() + 90
@@ -216,11 +214,3 @@ def test_translation_stays_exact_for_a_group_five_runs_behind_after_compaction(
     assert [r[1:] for r in landed] == source
     assert remote.translate_offsets(config.cluster("b"), "a", "slow") == {
         ("a.orders", 0): landed[17][0]}
-
-
-def _resource(topic: str, values: dict[str, str]) -> ConfigResource:
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
-
-    return ConfigResource("topic", topic, incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-        for k, v in values.items()])

@@ -17,7 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from helpers.kafka import commit, config_file, create_topic, produce, read_partition, topics
+from helpers.kafka import (
+    alter_topic,
+    commit,
+    config_file,
+    create_topic,
+    produce,
+    read_partition,
+    topics,
+)
 from helpers.kafka import varied_records as records_from
 from helpers.mm2 import MM2_PACE, parse, wait_for
 from mirrorflow.checkpoint import remote
@@ -54,25 +62,6 @@ def sentinel_through(a: str, c: str, topic: str, n: list[int]) -> bool:
     produce(a, topic, records_from(1, 10_000 + n[0]), 1)
     n[0] += 1
     return f"a.{topic}" in topics(c) and bool(read_partition(c, f"a.{topic}", 0))
-
-
-def alter_topic(bootstrap: str, topic: str, configs: dict[str, str | None]) -> None:
-    """Set each config of ``configs`` on ``topic``, or remove it where the value is None."""
-    from confluent_kafka.admin import (
-        AdminClient,
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-        ResourceType,
-    )
-
-    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None
-                    else AlterConfigOpType.DELETE)
-        for k, v in configs.items()])
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept while its futures run
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(10)
 
 
 def own_configs(config, alias: str) -> dict[str, str]:

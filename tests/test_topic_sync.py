@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers.kafka import config_file, create_topic
+from helpers.kafka import alter_topic, config_file, create_topic
 from mirrorflow.config.model import load_config, parse_config
 from mirrorflow.run import metadata_step
 from mirrorflow.source import topic_sync
@@ -129,14 +129,6 @@ def test_topic_configs_sync_as_mm2_does(two_clusters: dict[str, str], tmp_path: 
     """New remote topics take the source's own settings minus MM2's exclusions; later
     changes are applied incrementally, and an override the source drops is removed from
     the remote topic (use.defaults.from = target)."""
-    from confluent_kafka.admin import (
-        AdminClient,
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-        ResourceType,
-    )
-
     a = two_clusters["a"]
     create_topic(a, "orders", 1, {"retention.ms": "86400000", "segment.bytes": "10485760",
                                   "min.insync.replicas": "1",
@@ -152,11 +144,7 @@ def test_topic_configs_sync_as_mm2_does(two_clusters: dict[str, str], tmp_path: 
         assert topic_sync.config_source(remote[excluded]) != "DYNAMIC_TOPIC_CONFIG", excluded
     assert remote["message.timestamp.type"].value == "CreateTime"
 
-    admin = AdminClient({"bootstrap.servers": a})
-    change = ConfigResource(ResourceType.TOPIC, "orders", incremental_configs=[
-        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("segment.bytes", "", incremental_operation=AlterConfigOpType.DELETE)])
-    admin.incremental_alter_configs([change])[change].result(10)
+    alter_topic(a, "orders", {"retention.ms": "3600000", "segment.bytes": None})
     result = metadata_step(config, flow, force=True)
     assert result["configs"] == {"a.orders": {"retention.ms": "3600000",
                                               "segment.bytes": None}}

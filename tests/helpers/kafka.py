@@ -7,7 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 Record = tuple[bytes | None, bytes | None, list | None, int]
 
@@ -15,6 +22,18 @@ Record = tuple[bytes | None, bytes | None, list | None, int]
 def create_topic(bootstrap: str, topic: str, partitions: int, config: dict | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(10)
+
+
+def alter_topic(bootstrap: str, topic: str, configs: dict[str, str | None]) -> None:
+    """Set each config of ``configs`` on ``topic`` (incrementally), or remove it where the
+    value is None."""
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None
+                    else AlterConfigOpType.DELETE)
+        for k, v in configs.items()])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept while its futures run
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(10)
 
 
 def varied_records(n: int, start: int = 0) -> list[tuple[bytes | None, bytes | None, list | None,
