@@ -280,21 +280,21 @@ def test_writer_aggregates_stand_in_for_the_source_read(spark, source, change) -
         assert given.ranges[1].missing == read.ranges[1].missing == 1
 
 
-def test_more_ranges_than_check_tasks_are_read_together_and_a_loss_still_named(
-        spark, source, monkeypatch) -> None:
-    """Ranges beyond ``compare.CHECK_TASKS`` (here one) share the check's Spark tasks: the
-    two ranges are read as one input partition, and the record deleted from the copy is
-    still named by its offset."""
+def test_more_ranges_than_write_tasks_are_checked_together_and_a_loss_still_named(
+        spark, source) -> None:
+    """Ranges beyond the flow's ``mirrorflow.write.tasks`` (here one) share the check's
+    Spark tasks: the two ranges are read as one input partition, and the record deleted
+    from the copy is still named by its offset."""
     from mirrorflow.quality import compare
 
-    monkeypatch.setattr(compare, "CHECK_TASKS", 1)
     clusters, path, _ = source
     path.write_text(path.read_text().replace("mirrorflow.records.per.spark.partition = 100\n",
-                                             ""))
+                                             "a->b.mirrorflow.write.tasks = 1\n"))
     config = load_config(path)
     ranges = [("orders", p, 0, RECORDS // 2) for p in range(2)]
-    assert compare._read(spark, config.cluster("a"), ranges, 2_000_000, topic_ids={}) \
-        .rdd.getNumPartitions() == 1
+    tasks = config.flow("a->b").get("mirrorflow.write.tasks")
+    assert compare._read(spark, config.cluster("a"), ranges, 2_000_000, tasks=tasks,
+                         topic_ids={}).rdd.getNumPartitions() == 1
     plan, result = fresh_copy(clusters, lambda rows: rows[:50] + rows[51:])
     validation = check(spark, path, plan, result)
     good, bad = validation.ranges

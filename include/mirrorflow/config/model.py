@@ -435,8 +435,10 @@ _SPECS = [
         "balanced by size, and each slot's ranges are written by one Spark task with one "
         "transactional producer (a transactional id per flow and slot) whose "
         "transactions span all of them. A slot's ranges stay in it for every attempt of "
-        "the plan, so a retry fences each zombie. More than Spark's cores costs a producer "
-        "and a commit per extra task; fewer leaves cores idle on few large ranges.",
+        "the plan, so a retry fences each zombie. The proof reads the ranges in as many "
+        "tasks (more where long ranges are split). More than Spark's cores costs a "
+        "producer, a commit and a task's scheduling per extra task; fewer leaves cores "
+        "idle on few large ranges.",
         origin="mirrorflow",
     ),
     PropertySpec(

@@ -43,11 +43,6 @@ from mirrorflow.spark.kafka_source import read_ranges
 
 BUCKET = 1 << 16  # offsets per join bucket
 KEY = ["remote_topic", "partition"]
-# A Spark task per range costs about 4 ms of scheduling on top of its read: a flow of
-# thousands of small ranges is checked in this many tasks (more where long ranges are
-# split, ``mirrorflow.records.per.spark.partition``). Measured, 1,000 ranges of 3 records
-# on 2 cores: read in 9.3 s as 1,000 tasks, 3.6 s as 64.
-CHECK_TASKS = 64
 
 
 @dataclass(frozen=True)
@@ -242,7 +237,7 @@ def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split
     """(side 's', remote_topic, partition, d = the claimed remote offset, u, digest)."""
     frame = _read(spark, config.cluster(flow.source),
                   [(r.topic, r.partition, r.start, r.end) for r in ranges], split,
-                  topic_ids=topic_ids)
+                  tasks=flow.get("mirrorflow.write.tasks"), topic_ids=topic_ids)
     remote = F.create_map(*[F.lit(x) for pair in remote_of.items() for x in pair])
     records = frame.select(
         "topic", "partition", "offset", remote[F.col("topic")].alias("remote_topic"),
@@ -263,7 +258,8 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
     # What a read_committed consumer sees: a zombie's aborted writes are not there.
     frame = _read(spark, config.cluster(flow.target),
                   [(r.remote_topic, r.partition, r.start, r.end) for r in regions], split,
-                  "read_committed", topic_ids=topic_ids)
+                  "read_committed", tasks=flow.get("mirrorflow.write.tasks"),
+                  topic_ids=topic_ids)
     records = frame.select(
         "topic", "partition", "offset",
         record_digest(F, ~_in(F.col("topic"), no_timestamps, F)).alias("digest"),
@@ -282,12 +278,15 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
 
 
 def _read(spark, cluster, ranges: list[tuple[str, int, int, int]], split: int | None,
-          isolation: str | None = None, *, topic_ids: Mapping[str, str]):
-    """The records of ``ranges`` in at most :data:`CHECK_TASKS` Spark tasks, or one per
-    ``split`` records where that is more (the comparison aggregates; order is moot)."""
+          isolation: str | None = None, *, tasks: int, topic_ids: Mapping[str, str]):
+    """The records of ``ranges`` in at most ``tasks`` Spark tasks (the flow's
+    ``mirrorflow.write.tasks``), or one per ``split`` records where that is more (the
+    comparison aggregates; order is moot). A Spark task per range costs scheduling on top
+    of its read: measured, 1,000 ranges of 3 records on 2 cores checked in 9.3 s as 1,000
+    tasks, 4.0 s as 64, 2.9 s as 8."""
     frame = read_ranges(spark, cluster, ranges, split, isolation, topic_ids=topic_ids)
     records = sum(end - start for *_, start, end in ranges)
-    tasks = max(CHECK_TASKS, -(-records // split) if split else 0)
+    tasks = max(tasks, -(-records // split) if split else 0)
     return frame.coalesce(tasks) if len(ranges) > tasks else frame
 
 
