@@ -55,7 +55,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from mirrorflow.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
@@ -70,6 +70,7 @@ from mirrorflow.kafka.internal_topics import (
     read_log,
     unfenced,
 )
+from mirrorflow.plain import plain
 
 log = logging.getLogger(__name__)
 
@@ -294,7 +295,7 @@ class FlowLease:
                              self.ttl_ms if ttl_ms is None else ttl_ms,
                              self.holder if holder_id is None else holder_id)
         self._topic().write_unfenced([(self.flow.encode(),
-                                       json.dumps(asdict(record)).encode())])
+                                       json.dumps(plain(record)).encode())])
         return record
 
     def records(self) -> list[LeaseRecord]:

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
+from mirrorflow.plain import plain
 from mirrorflow.source.history import Chain, HistoryStore
 from mirrorflow.source.ledger import keep_written
 from mirrorflow.source.offsets import OffsetStore
@@ -91,7 +92,7 @@ def reset_positions(config: MirrorConfig, flow: FlowConfig, mode: str,
                       int(time.time() * 1000))
         known = chains.get((topic, partition))
         breaks[(topic, partition)] = Chain(found.topic_id, start,
-                                           (known.breaks if known else []) + [asdict(found)])
+                                           (known.breaks if known else []) + [plain(found)])
     history.write([], {}, breaks)
     plans = PlanStore(config, flow)
     pending = plans.topic.read().get(PENDING_KEY)  # the id only: the plan may be damaged

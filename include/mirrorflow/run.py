@@ -17,7 +17,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirrorflow.checkpoint import checkpoints
@@ -26,6 +26,7 @@ from mirrorflow.config.model import FlowConfig, MirrorConfig, load_config
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.heartbeat import heartbeats
 from mirrorflow.lease import FlowLease, unfenced_reason
+from mirrorflow.plain import plain
 from mirrorflow.progress import Sink, WriteProgress, describe_plan
 from mirrorflow.quality import metrics, reports
 from mirrorflow.quality.validate import Validation
@@ -100,7 +101,7 @@ class RunResult:
     duration_s: float | None = None
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
+        return json.dumps(plain(self), indent=2)
 
 
 def mirror_step(config_path: str, flow: FlowConfig, plan: Plan, master: str | None = None,
@@ -144,8 +145,8 @@ def summarize(flow: FlowConfig, plan: Plan, result: dict | None,
                              "job did not finish, nothing was committed")
     by_tp = {(r["topic"], r["partition"]): r for r in result["ranges"]}
     report = RunResult(flow.name, plan.run_id, plan.plan_id, resumed,
-                       gaps=[asdict(g) for g in plan.gaps], plan_run_id=plan.run_id,
-                       breaks=[asdict(b) for b in plan.all_breaks],
+                       gaps=[plain(g) for g in plan.gaps], plan_run_id=plan.run_id,
+                       breaks=[plain(b) for b in plan.all_breaks],
                        source_isolation=plan.isolation)
     for rng in plan.ranges:
         r = by_tp.get((rng.topic, rng.partition))
@@ -194,8 +195,8 @@ def failed_proof(flow: FlowConfig, plan: Plan, result: dict, resumed: bool, run_
     failed.heartbeat = (health or {}).get("heartbeat")
     failed.run_id, failed.validation = run_id, validation.to_dict()
     failed.duration_s = None if duration_s is None else round(duration_s, 3)
-    reports.write(flow.name, run_id, asdict(failed), reports.Retention.of(flow))
-    metrics.update(flow.name, asdict(failed))
+    reports.write(flow.name, run_id, plain(failed), reports.Retention.of(flow))
+    metrics.update(flow.name, plain(failed))
     return validation.error()
 
 
@@ -299,7 +300,7 @@ def metadata_step(config: MirrorConfig, flow: FlowConfig, force: bool = False) -
     for kind, done in due.items():
         if done:
             store.mark_synced(kind, now)
-    return {"synced": [k for k, done in due.items() if done], **asdict(result)}
+    return {"synced": [k for k, done in due.items() if done], **plain(result)}
 
 
 def checkpoint_latency(computed: list, started: float) -> dict[str, float]:
@@ -319,7 +320,7 @@ def checkpoint_step(config: MirrorConfig, flow: FlowConfig, report: RunResult) -
         report.checkpoints = checkpoints.emit(config, flow, computed)
         report.checkpoint_latency_ms = checkpoint_latency(computed, started)
     if flow.get("sync.group.offsets.enabled"):
-        report.group_sync = [asdict(g) for g in
+        report.group_sync = [plain(g) for g in
                              checkpoints.sync_group_offsets(config, flow)]
 
 
@@ -388,9 +389,9 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
             checkpoint_step(config, flow, report)
             report.metadata = metadata
             if beat is not None and heartbeats.senses(config, flow):
-                report.heartbeat = asdict(heartbeats.status(config, flow, beat))
+                report.heartbeat = plain(heartbeats.status(config, flow, beat))
             report.duration_s = round(time.monotonic() - started, 3)
-            report.lag = publish(config, flow, run_id, asdict(report))["lag"]
+            report.lag = publish(config, flow, run_id, plain(report))["lag"]
         finally:
             if validation is not None:
                 validation.wait_for_docs()

@@ -23,13 +23,13 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator
-from dataclasses import asdict
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import NoReturn
 
 from mirrorflow.airflow.xcoms import brief, handoff, received
 from mirrorflow.config.model import FlowConfig, MirrorConfig, load_config
+from mirrorflow.plain import plain
 
 log = logging.getLogger(__name__)
 
@@ -179,10 +179,10 @@ def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
         try:
             store.require_pending(planned["plan_id"])  # before load: old plans are pruned
             stored = store.load(planned["plan_id"])
-            committed = asdict(commit_step(config, flow, stored, run_id, planned["resumed"]))
+            committed = plain(commit_step(config, flow, stored, run_id, planned["resumed"]))
         except PlanNotPendingError as exc:
             log.warning("%s", exc)
-            committed = asdict(RunResult(flow.name, run_id, planned["plan_id"],
+            committed = plain(RunResult(flow.name, run_id, planned["plan_id"],
                                          planned["resumed"], note=str(exc)))
     return handoff(flow_name, run_id, "commit_and_sync_offsets", committed)
 
@@ -205,7 +205,7 @@ def checkpoint(config_file: str, flow_name: str, run_id: str) -> dict:
             done.update(count=checkpoints.emit(config, flow, computed),
                         latency_ms=checkpoint_latency(computed, started))
         if flow.get("sync.group.offsets.enabled"):
-            done["group_sync"] = [asdict(g) for g in checkpoints.sync_group_offsets(config, flow)]
+            done["group_sync"] = [plain(g) for g in checkpoints.sync_group_offsets(config, flow)]
     return handoff(flow_name, run_id, "checkpoint", done)
 
 

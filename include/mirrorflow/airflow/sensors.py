@@ -22,13 +22,12 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 
 def _arrived(config_file: str, flow_name: str, since_ms: int) -> dict:
-    from dataclasses import asdict
-
     from mirrorflow.config.model import load_config
     from mirrorflow.heartbeat import heartbeats
+    from mirrorflow.plain import plain
 
     config = load_config(config_file)
-    return asdict(heartbeats.status(config, config.flow(flow_name), since_ms))
+    return plain(heartbeats.status(config, config.flow(flow_name), since_ms))
 
 
 class HeartbeatTrigger(BaseTrigger):

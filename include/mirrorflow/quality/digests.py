@@ -12,9 +12,11 @@ reads only the target.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
+
+from mirrorflow.plain import plain
 
 SEED = np.uint64(42)  # Spark's seed for xxhash64
 _P1 = np.uint64(0x9E3779B185EBCA87)
@@ -165,5 +167,5 @@ class RangeDigest:
         """The aggregates when every offset of ``[start, end)`` was written here."""
         if not self.usable or self.next_upstream != end or not self.records:
             return None
-        return {k: v for k, v in asdict(self).items()
+        return {k: v for k, v in plain(self).items()
                 if k in ("records", "xor", "xor_no_ts", "first", "last")}

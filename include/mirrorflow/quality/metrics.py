@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.plain import plain
 from mirrorflow.quality import reports
 
 PREFIX = "mirrorflow_"
@@ -190,13 +191,12 @@ def health(config: MirrorConfig, flow: FlowConfig) -> dict:
     """The flow's lag and (where the flow senses heartbeats) the age of the newest
     heartbeat on the target, measured now: what an operator watches, also while runs
     fail."""
-    from dataclasses import asdict
 
     from mirrorflow.heartbeat import heartbeats
 
     found: dict = {"lag": replication_lag(config, flow)}
     if heartbeats.senses(config, flow):
-        found["heartbeat"] = asdict(heartbeats.status(config, flow, since_ms=0))
+        found["heartbeat"] = plain(heartbeats.status(config, flow, since_ms=0))
     return found
 
 

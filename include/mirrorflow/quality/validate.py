@@ -46,13 +46,14 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
+from mirrorflow.plain import plain
 from mirrorflow.quality import reports
 from mirrorflow.quality.compare import Compared, RangeCheck, RegionCheck, compare
 from mirrorflow.quality.sync_check import range_findings
@@ -225,7 +226,7 @@ class Validation:
                 if v.region_end is not None}
 
     def to_dict(self) -> dict:
-        doc = asdict(self)
+        doc = plain(self)
         doc["verified_fraction"] = round(self.verified_fraction, 6)
         for verdict, row in zip(self.ranges, doc["ranges"], strict=True):
             row["digest_match"] = verdict.digest_match

@@ -22,7 +22,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 from mirrorflow.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirrorflow.config.offset_reset import OffsetReset
@@ -31,6 +31,7 @@ from mirrorflow.kafka import clients
 from mirrorflow.kafka.internal_topics import CompactedTopic
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.lease import check_held
+from mirrorflow.plain import plain
 from mirrorflow.source import topic_sync
 from mirrorflow.source.history import Chain, HistoryStore
 from mirrorflow.source.offsets import OffsetStore
@@ -135,7 +136,7 @@ class Plan:
     isolation: str = "read_committed"
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return json.dumps(plain(self), separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Plan:
@@ -166,7 +167,7 @@ class Plan:
         found: dict[TopicPart, list[dict]] = {}
         for b in self.all_breaks:
             ends[(b.topic, b.partition)] = (b.end, b.topic_id)
-            found.setdefault((b.topic, b.partition), []).append(asdict(b))
+            found.setdefault((b.topic, b.partition), []).append(plain(b))
         for r in self.ranges:
             ends[(r.topic, r.partition)] = (r.end, self.topic_ids.get(r.topic, ""))
         out = {}

@@ -48,12 +48,13 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from mirrorflow.config.model import ClusterConfig
 from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka import clients
+from mirrorflow.plain import plain
 from mirrorflow.quality.digests import RangeDigest, restamp
 from mirrorflow.quality.sync_check import shifted
 from mirrorflow.source import ledger
@@ -133,7 +134,7 @@ class RangeResult:
     source_digest: dict | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return plain(self)
 
 
 def transactional_id(flow_name: str, slot: int) -> str:
