@@ -176,3 +176,35 @@ def test_a_state_record_of_megabytes_is_written_and_one_too_large_named(
                                  r"written"):
             store.write([(b"plan/random", os.urandom(2_000_000))])
     assert store.read() == {b"plan/big": plan}
+
+
+def test_a_state_write_fenced_by_a_sibling_fences_again_and_logs_no_error(
+        two_clusters: dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Another process of the run takes the flow's state id (a DAG run's next task, the
+    Spark job's driver): the holder's next state write is fenced, fences again and is
+    written. librdkafka's error lines about it are logged at INFO: an operator's log
+    shows no error where mirrorflow raised none."""
+    import logging
+
+    from confluent_kafka import Producer
+
+    from mirrorflow.kafka.internal_topics import CompactedTopic
+    from mirrorflow.lease import state_transactional_id
+
+    config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
+                                     "a->b.enabled = true"))
+    store = CompactedTopic(config.cluster("b"), "mirrorflow-sibling.internal")
+    store.ensure()
+    caplog.set_level(logging.INFO, logger="mirrorflow")
+    with FlowLease(config, config.flow("a->b"), "one-run"):
+        store.write([(b"k1", b"before")])
+        sibling = Producer({"bootstrap.servers": two_clusters["b"],
+                            "transactional.id": state_transactional_id("a->b")})
+        sibling.init_transactions(30)  # fences the holder's producer
+        store.write([(b"k2", b"after")])
+    assert store.read() == {b"k1": b"before", b"k2": b"after"}
+    fenced = [r for r in caplog.records if r.name == "mirrorflow.librdkafka.state"
+              and "fenced by a newer instance" in r.getMessage()]
+    assert fenced and {r.levelno for r in fenced} == {logging.INFO}
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("mirrorflow")
+            and r.levelno >= logging.WARNING and "fenced" in r.getMessage()] == []

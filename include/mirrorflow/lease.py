@@ -74,6 +74,26 @@ from mirrorflow.plain import plain
 
 log = logging.getLogger(__name__)
 
+
+class _HandledFencing(logging.Filter):
+    """librdkafka logs a fenced transactional producer as an error (``FATAL``,
+    ``TXNERR``, ``ADDPARTS``). The state producer is fenced whenever another process of
+    the run takes the flow's state id (a DAG run's next task, the Spark job's driver), and
+    :meth:`StateFence.write` handles it: it fences again, or fails with
+    :class:`LeaseLostError` if the lease was lost. Those lines are logged at INFO, so that
+    an operator's log shows an error only where mirrorflow raises one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO and any(
+                cue in record.getMessage() for cue in ("fenced by a newer instance",
+                                                       "old epoch")):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+STATE_LOG = logging.getLogger("mirrorflow.librdkafka.state")
+STATE_LOG.addFilter(_HandledFencing())
+
 LEASES_TOPIC = "mirrorflow-leases.internal"
 RETENTION_MS = 24 * 3600 * 1000
 POLL_S = 1.0
@@ -181,7 +201,8 @@ class StateFence:
             self.target, "producer", **{**STATE_PRODUCER,
                                         "transactional.id": state_transactional_id(self.flow),
                                         "acks": "all", "linger.ms": 0,
-                                        "partitioner": "murmur2_random"}), where)
+                                        "partitioner": "murmur2_random",
+                                        "logger": STATE_LOG}), where)
         try:
             producer.init_transactions(FENCE_TIMEOUT_S)
         except KafkaException as exc:
