@@ -242,6 +242,19 @@ def test_enable_misspelling_names_the_right_key() -> None:
     assert "'a->b.enabled'" in message
 
 
+def test_use_defaults_from_source_at_the_top_level_is_refused_as_mm2_drops_it() -> None:
+    """MM2 (dedicated mode) reads use.defaults.from only per flow: at the top level
+    mirrorflow would copy the source's defaults where MM2 copies none (test_mm2_oracle
+    holds the per-flow form against MM2)."""
+    message = error_of(BASE + "use.defaults.from = source\n")
+    assert message.startswith("line 6, property 'use.defaults.from': MM2 silently ignores "
+                              "'use.defaults.from' at the top level")
+    assert "write it per flow, 'SOURCE->TARGET.use.defaults.from'" in message
+    flow = parse_config(BASE + "use.defaults.from = target\na->b.use.defaults.from = source\n"
+                        ).flow("a->b")
+    assert flow.get("use.defaults.from") == "source"
+
+
 def test_java_class_policy_that_is_not_builtin() -> None:
     message = error_of(BASE + "replication.policy.class = com.acme.MyPolicy\n")
     assert "property 'replication.policy.class'" in message and "Java class" in message

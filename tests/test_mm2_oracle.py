@@ -5,7 +5,9 @@ their remote topics must be identical record for record; mirrorflow's offset syn
 checkpoints and heartbeats must decode with MM2's own formatters; mirrorflow's translated
 offsets must be exact where MM2's may re-deliver. Then the switch both ways: mirrorflow
 continues a flow MM2 ran (a->c), and MM2 continues one mirrorflow ran (a->b), neither
-copying a record twice nor skipping one.
+copying a record twice nor skipping one. Both copy the source topics' default configs
+onto the remote topics (``use.defaults.from = source``, per flow: MM2 reads it nowhere
+else; MM2's default, ``target``, is ``test_mm2_parity``'s).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from helpers.kafka import (
     topics,
     varied_records,
 )
-from helpers.mm2 import MM2_PACE, mirrored, parse, true_position, wait_for
+from helpers.mm2 import MM2_PACE, mirrored, own_configs, parse, true_position, wait_for
 from mirrorflow.checkpoint import remote
 from mirrorflow.config.model import load_config
 from mirrorflow.dev.local_mm2 import MirrorMaker, formatted
@@ -38,6 +40,12 @@ from mirrorflow.run import run_cycle
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.timeout(900)]
 
 ORDERS = 600  # over 2 partitions
+# Per flow: MM2 drops use.defaults.from at the top level (mirrorflow refuses it there).
+SETTINGS = MM2_PACE + """\
+a->b.use.defaults.from = source
+a->c.use.defaults.from = source
+sync.topic.configs.interval.seconds = 1
+"""
 GROUP_AT = {0: 150, 1: 1}  # where the application stopped, per partition
 
 
@@ -78,7 +86,7 @@ def test_mm2_and_mirrorflow_side_by_side_then_switch_both_ways(spark, three_clus
     a, b, c = three["a"], three["b"], three["c"]
     fill_source(a)
     path = config_file(tmp_path / "mm2.properties", three,
-                       "a->b.enabled = true\na->c.enabled = true", MM2_PACE)
+                       "a->b.enabled = true\na->c.enabled = true", SETTINGS)
     config = load_config(path)
 
     with MirrorMaker(path, tmp_path / "mm2-c", clusters=("c",)) as mm2:
@@ -87,8 +95,17 @@ def test_mm2_and_mirrorflow_side_by_side_then_switch_both_ways(spark, three_clus
             mirrored(a, c, t, n) for t, n in (("orders", 2), ("accounts", 1), ("payments", 1))))
         wait_for("app's checkpoints on c", lambda: len(
             remote.translate_offsets(config.cluster("c"), "a", "app")) == 2)
+        wait_for("the source's defaults on c", lambda: all(
+            own_configs(config, "c", f"a.{t}") == own_configs(config, "b", f"a.{t}")
+            for t in ("orders", "accounts")), state=lambda: own_configs(config, "c", "a.orders"))
         assert mm2.running(), mm2.log_file.read_text()[-2000:]
     assert ours.validation["success"]
+    # The source's defaults, set on each remote topic by both (its own cleanup.policy on
+    # the compacted one); min.insync.replicas is in config.properties.exclude.
+    for topic, policy in (("orders", "delete"), ("accounts", "compact")):
+        configs = own_configs(config, "b", f"a.{topic}")
+        assert configs["cleanup.policy"] == policy and configs["compression.type"] == \
+            "producer" and "min.insync.replicas" not in configs, (topic, configs)
 
     # 1. The remote topics, record for record (key, value, headers, timestamp, order).
     for topic, partitions in (("orders", 2), ("accounts", 1), ("payments", 1)):

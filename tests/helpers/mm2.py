@@ -1,5 +1,6 @@
 """What the tests that hold mirrorflow against MirrorMaker 2 share: MM2's pace settings,
-waiting on MM2, reading its formatters' lines, and where a source record's copy is."""
+waiting on MM2, reading its formatters' lines, where a source record's copy is, and the
+configs set on a remote topic."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 import time
 
 from helpers.kafka import read_partition, topics
+from mirrorflow.source.topic_sync import config_source, describe_configs
 
 # MM2's own properties that make it act within a test's seconds (each an MM2 or Connect
 # worker property; mirrorflow accepts them); the `mirrorflow.*` line is for mirrorflow
@@ -56,3 +58,10 @@ def true_position(bootstrap: str, topic: str, partition: int, upstream: list, at
     assert [r[1:] for r in mirrored_records] == upstream
     return mirrored_records[at][0] if at < len(mirrored_records) else \
         mirrored_records[-1][0] + 1
+
+
+def own_configs(config, alias: str, topic: str) -> dict[str, str]:
+    """The configs set on ``topic`` itself on cluster ``alias`` (not its defaults)."""
+    entries = describe_configs(config.cluster(alias), [topic])[topic]
+    return {name: e.value for name, e in entries.items()
+            if config_source(e) == "DYNAMIC_TOPIC_CONFIG"}

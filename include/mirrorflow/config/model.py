@@ -208,7 +208,8 @@ _SPECS = [
         "target",
         _one_of("target", "source"),
         "Where a config the source topic leaves at its default comes from: the target's "
-        "default (the remote topic's override is removed) or the source's value.",
+        "default (the remote topic's override is removed) or the source's value. "
+        "'source' is taken per flow only, as MM2 takes it (at the top level MM2 drops it).",
     ),
     PropertySpec("refresh.topics.enabled", "true", _as_bool, "Discover new topics each run."),
     PropertySpec(
@@ -844,6 +845,13 @@ def _flow_entries(
     return flows
 
 
+# Flow properties MM2 reads only per flow: MirrorMakerConfig.connectorBaseConfig keeps of
+# the top-level properties only those its connectors define, and the default config
+# property filter's own are not among them. At the top level, anything but MM2's default
+# is refused (mirrorflow would honour what MM2 drops).
+_FLOW_ONLY_IN_MM2 = {"use.defaults.from": "target"}
+
+
 def _top_level_flow_defaults(
     latest: Mapping[str, Entry], aliases: list[str], warnings: list[str]
 ) -> dict[str, Entry]:
@@ -855,6 +863,12 @@ def _top_level_flow_defaults(
         if head in aliases:
             continue
         canonical = _DEPRECATED_ALIASES.get(key, key)
+        if key in _FLOW_ONLY_IN_MM2 and entry.value.strip() != _FLOW_ONLY_IN_MM2[key]:
+            raise ConfigError(
+                f"MM2 silently ignores '{key}' at the top level (dedicated mode passes its "
+                "connectors only their own properties, and this one is its config "
+                f"filter's): write it per flow, 'SOURCE->TARGET.{key}', so that MM2 and "
+                "mirrorflow both honour it", prop=key, line=entry.line)
         if canonical in FLOW_PROPERTIES:
             defaults[canonical] = entry
         elif (key in _TOP_LEVEL_KEYS or _CLIENT_LEVEL_RE.match(key)
