@@ -7,12 +7,14 @@ This file's flows read from latest (``a.consumer.auto.offset.reset = latest``, M
 for every record MM2 would sync (``offset.lag.max = 0``,
 ``testOneWayReplicationWithFrequentOffsetSyncs``), and meet an empty partition
 (``testReplicationWithEmptyPartition``), a group on a topic nothing was mirrored from
-(``testNoCheckpointsIfNoRecordsAreMirrored``) and a topic created after both started.
+(``testNoCheckpointsIfNoRecordsAreMirrored``), a topic created after both started and a
+group rewound behind the flow (``testOffsetTranslationBehindReplicationFlow``).
 Replication from earliest, MM2's default, is ``test_mm2_oracle``'s.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -27,13 +29,12 @@ from helpers.kafka import (
     topics,
 )
 from helpers.kafka import varied_records as records_from
-from helpers.mm2 import MM2_PACE, parse, wait_for
+from helpers.mm2 import MM2_PACE, own_configs, parse, wait_for
 from mirrorflow.checkpoint import remote
 from mirrorflow.config.model import load_config
 from mirrorflow.dev.local_mm2 import MirrorMaker, formatted
 from mirrorflow.kafka.clients import close_shared
 from mirrorflow.run import run_cycle
-from mirrorflow.source.topic_sync import config_source, describe_configs
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.timeout(900)]
 
@@ -62,13 +63,6 @@ def sentinel_through(a: str, c: str, topic: str, n: list[int]) -> bool:
     produce(a, topic, records_from(1, 10_000 + n[0]), 1)
     n[0] += 1
     return f"a.{topic}" in topics(c) and bool(read_partition(c, f"a.{topic}", 0))
-
-
-def own_configs(config, alias: str) -> dict[str, str]:
-    """The configs set on ``a.orders`` itself on cluster ``alias``."""
-    entries = describe_configs(config.cluster(alias), ["a.orders"])["a.orders"]
-    return {name: e.value for name, e in entries.items()
-            if config_source(e) == "DYNAMIC_TOPIC_CONFIG"}
 
 
 def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clusters,
@@ -125,8 +119,27 @@ def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clus
         wait_for("late on c", lambda: read_partition(c, "a.late", 0)[-10:] ==
                  read_partition(a, "late", 0)[-10:])
         synced = {"retention.ms": RETENTION_LATER, "unclean.leader.election.enable": "true"}
-        wait_for("the config change on c", lambda: own_configs(config, "c") == synced,
-                 state=lambda: own_configs(config, "c"))
+
+        def configs_on_c() -> dict[str, str]:
+            return own_configs(config, "c", "a.orders")
+
+        wait_for("the config change on c", lambda: configs_on_c() == synced,
+                 state=configs_on_c)
+
+        # A group near the flow's end, then rewound behind it on the source
+        # (testOffsetTranslationBehindReplicationFlow): checkpoints follow it back.
+        def behind(alias: str) -> dict:
+            return remote.translate_offsets(config.cluster(alias), "a", "behind")
+
+        commit(a, "behind", "orders", {0: 48, 1: 48})
+        run_cycle(path, "a->b", spark=spark)
+        wait_for("behind's checkpoints on c", lambda: len(behind("c")) == 2,
+                 state=lambda: behind("c"))
+        mm2_ahead, ours_ahead = behind("c"), behind("b")
+        commit(a, "behind", "orders", {0: 22, 1: 25})
+        run_cycle(path, "a->b", spark=spark)
+        time.sleep(5)  # MM2 checkpoints every second
+        mm2_back = behind("c")
         assert mm2.running(), mm2.log_file.read_text()[-2000:]
 
     # 1. Both left out what the source held when they started, and copied the rest.
@@ -142,7 +155,7 @@ def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clus
 
     # The remote topics' own configs: the source's, minus config.properties.exclude (set
     # on the target, it stays), minus what the source no longer sets.
-    assert own_configs(config, "b") == own_configs(config, "c") == synced
+    assert own_configs(config, "b", "a.orders") == configs_on_c() == synced
 
     # 2. Offset syncs on the targets, named after the source; none on the source.
     assert "mm2-offset-syncs.a.internal" in topics(b) & topics(c)
@@ -175,5 +188,18 @@ def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clus
     assert mm2_at.keys() <= exact.keys()
     assert all(mm2_at[tp] <= exact[tp] for tp in mm2_at), mm2_at
     assert remote.translate_offsets(config.cluster("b"), "a", "idle") == {}
+    # 4. The rewound group: mirrorflow's checkpoints exact before and after. MM2's never
+    #    past the true offset; after the rewind, where its sync store still holds a sync
+    #    at or before the group's offset, it follows the group back, and otherwise keeps
+    #    the checkpoint it had (ahead of the group: its failover would skip records).
+    at_end, rewound = {("a.orders", 0): 28, ("a.orders", 1): 28}, \
+        {("a.orders", 0): 2, ("a.orders", 1): 5}
+    print(f"behind's translated offsets: mirrorflow {ours_ahead} then {behind('b')}, "
+          f"MM2 {mm2_ahead} then {mm2_back}")
+    assert (ours_ahead, behind("b")) == (at_end, rewound)
+    assert all(mm2_ahead[tp] <= at_end[tp] for tp in at_end), mm2_ahead
+    assert mm2_back.keys() == at_end.keys()
+    assert all(mm2_back[tp] <= rewound[tp] or mm2_back[tp] == mm2_ahead[tp]
+               for tp in rewound), (mm2_ahead, mm2_back)
     assert remote.translate_offsets(config.cluster("c"), "a", "idle") == {}
     close_shared()
