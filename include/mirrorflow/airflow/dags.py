@@ -183,7 +183,7 @@ def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
         except PlanNotPendingError as exc:
             log.warning("%s", exc)
             committed = plain(RunResult(flow.name, run_id, planned["plan_id"],
-                                         planned["resumed"], note=str(exc)))
+                                        planned["resumed"], note=str(exc)))
     return handoff(flow_name, run_id, "commit_and_sync_offsets", committed)
 
 
