@@ -847,9 +847,9 @@ def _flow_entries(
 
 # Flow properties MM2 reads only per flow: MirrorMakerConfig.connectorBaseConfig keeps of
 # the top-level properties only those its connectors define, and the default config
-# property filter's own are not among them. At the top level, anything but MM2's default
+# property filter's own are not among them. At the top level, anything but the default
 # is refused (mirrorflow would honour what MM2 drops).
-_FLOW_ONLY_IN_MM2 = {"use.defaults.from": "target"}
+_FLOW_ONLY_IN_MM2 = frozenset({"use.defaults.from"})
 
 
 def _top_level_flow_defaults(
@@ -863,7 +863,7 @@ def _top_level_flow_defaults(
         if head in aliases:
             continue
         canonical = _DEPRECATED_ALIASES.get(key, key)
-        if key in _FLOW_ONLY_IN_MM2 and entry.value.strip() != _FLOW_ONLY_IN_MM2[key]:
+        if key in _FLOW_ONLY_IN_MM2 and entry.value.strip() != FLOW_PROPERTIES[key].default:
             raise ConfigError(
                 f"MM2 silently ignores '{key}' at the top level (dedicated mode passes its "
                 "connectors only their own properties, and this one is its config "

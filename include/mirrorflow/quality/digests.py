@@ -16,8 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mirrorflow.plain import plain
-
 SEED = np.uint64(42)  # Spark's seed for xxhash64
 _P1 = np.uint64(0x9E3779B185EBCA87)
 _P2 = np.uint64(0xC2B2AE3D27D4EB4F)
@@ -167,5 +165,4 @@ class RangeDigest:
         """The aggregates when every offset of ``[start, end)`` was written here."""
         if not self.usable or self.next_upstream != end or not self.records:
             return None
-        return {k: v for k, v in plain(self).items()
-                if k in ("records", "xor", "xor_no_ts", "first", "last")}
+        return {k: getattr(self, k) for k in ("records", "xor", "xor_no_ts", "first", "last")}

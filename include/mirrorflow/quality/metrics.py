@@ -191,7 +191,6 @@ def health(config: MirrorConfig, flow: FlowConfig) -> dict:
     """The flow's lag and (where the flow senses heartbeats) the age of the newest
     heartbeat on the target, measured now: what an operator watches, also while runs
     fail."""
-
     from mirrorflow.heartbeat import heartbeats
 
     found: dict = {"lag": replication_lag(config, flow)}
