@@ -84,6 +84,12 @@ def fixtures() -> Path:
     return FIXTURES
 
 
+# Test records carry fixed 2023 timestamps: time-based retention is off. Topics are never
+# created by asking for them, as on most production clusters: mirrorflow creates what it
+# writes, and a client an earlier test left running cannot bring a wiped topic back.
+TEST_BROKER = {"log.retention.ms": "-1", "auto.create.topics.enable": "false"}
+
+
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalBroker]]:
     """Two Apache Kafka brokers, 'a' and 'b', shared by the tests of this worker (each
@@ -93,9 +99,8 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalB
     from mirrorflow.dev.localcluster import LocalBroker, free_port, start, stop
 
     state = tmp_path_factory.mktemp("brokers")
-    # Test records carry fixed 2023 timestamps: time-based retention is off.
     brokers = {alias: LocalBroker(alias, "127.0.0.1", free_port(), state,
-                                  properties={"log.retention.ms": "-1"}) for alias in "ab"}
+                                  properties=TEST_BROKER) for alias in "ab"}
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(start, brokers.values()))
     yield brokers
@@ -125,7 +130,7 @@ def broker_c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     from mirrorflow.dev.localcluster import free_port, start, stop
 
     broker = LocalBroker("c", "127.0.0.1", free_port(), tmp_path_factory.mktemp("c"),
-                         properties={"log.retention.ms": "-1"})
+                         properties=TEST_BROKER)
     start(broker)
     yield broker
     stop(broker)

@@ -52,11 +52,10 @@ def test_target_broker_killed_during_the_write_then_restarted(spark, brokers,
     create_topic(a, "clicks", 2)
     produce(a, "clicks", [(f"k{i}".encode(), b"x" * 512, None, 1_700_000_000_000 + i)
                           for i in range(total)], 2)
+    settings = "emit.heartbeats.enabled = false\nmirrorflow.transaction.records = 20000\n"
     path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true",
-                       "emit.heartbeats.enabled = false\n"
-                       "mirrorflow.transaction.records = 20000\n"
-                       "b.producer.delivery.timeout.ms = 5000\n"
-                       "b.producer.request.timeout.ms = 3000\n")
+                       settings + "b.producer.delivery.timeout.ms = 5000\n"
+                                  "b.producer.request.timeout.ms = 3000\n")
     config = load_config(path)
     flow = config.flow("a->b")
     plan, _ = plan_run(config, flow, "run-1")
@@ -90,6 +89,9 @@ def test_target_broker_killed_during_the_write_then_restarted(spark, brokers,
     # position unstable for up to transaction.timeout.ms: the retry does not wait for that,
     # its writers fence the transaction and resume.
     _wait_for_group_coordinator(config.cluster("b"), "a", kafka["b"].log_file, deadline_s=180)
+    # The 5 s delivery timeout served the kill; on a restarted broker of a busy machine a
+    # lease or state write can take longer, so the retry runs with the default timeouts.
+    config_file(path, bootstraps, "a->b.enabled = true", settings)
     result = run_cycle(path, "a->b", run_id="run-2", spark=spark)  # the retry resumes the plan
     # Written before the crash, kept, and told apart from what the retry wrote.
     assert result.resumed and result.already_there > 0

@@ -57,9 +57,16 @@ def clusters(bootstraps: dict[str, str], extra: str = ""):
 
 def new_writer(bootstraps: dict[str, str], start: int, end: int, plan_id: str = "plan-1",
                chunk: int = 100_000, extra: str = "", **task) -> SlotWriter:
+    return opened([WriteTask("a->b", plan_id, "orders", 0, "a.orders", start, end,
+                             chunk_records=chunk, **task)], bootstraps, extra)
+
+
+def opened(tasks: list[WriteTask], bootstraps: dict[str, str], extra: str = "") -> SlotWriter:
+    """The tasks' writer, opened on a target with the spans topic (the mirror's driver
+    creates it before the write)."""
     target, source = clusters(bootstraps, extra)
-    writer = SlotWriter([WriteTask("a->b", plan_id, "orders", 0, "a.orders", start, end,
-                                   chunk_records=chunk, **task)], target, source)
+    ledger.spans_store(target, "a").ensure()
+    writer = SlotWriter(tasks, target, source)
     writer.open()
     return writer
 
@@ -231,11 +238,8 @@ def test_a_compaction_gap_at_the_start_is_not_data_loss(two_clusters) -> None:
 def slot_writer(bootstraps: dict[str, str], ranges: list[tuple[str, int, int]],
                 plan_id: str = "plan-1", chunk: int = 100_000) -> SlotWriter:
     """One slot's writer over ``(topic, partition, end)`` ranges from offset 0."""
-    target, source = clusters(bootstraps)
-    writer = SlotWriter([WriteTask("a->b", plan_id, t, p, f"a.{t}", 0, end, chunk_records=chunk,
-                                   slot=3) for t, p, end in ranges], target, source)
-    writer.open()
-    return writer
+    return opened([WriteTask("a->b", plan_id, t, p, f"a.{t}", 0, end, chunk_records=chunk,
+                             slot=3) for t, p, end in ranges], bootstraps)
 
 
 def test_one_transaction_spans_every_range_of_a_slot(two_clusters) -> None:
@@ -295,3 +299,36 @@ def test_a_retry_with_fewer_ranges_in_the_slot_fences_the_zombie(two_clusters) -
     assert [r.records_written for r in retry.close()] == [100]
     assert read_partition(b, "a.orders", 0) == records[:100]
     assert read_partition(b, "a.orders", 1) == records[100:]
+
+
+def test_a_transaction_timed_out_by_a_paused_broker_is_written_again(
+        two_clusters, kafka, caplog: pytest.LogCaptureFixture) -> None:
+    """The target stops answering (SIGSTOP) while a transaction's records are in flight;
+    they time out, which makes the transaction abortable. The writer aborts it and writes
+    it again once the broker answers, and every record is on the target once."""
+    import logging
+    import os
+    import signal
+    import threading
+
+    b = two_clusters["b"]
+    create_topic(b, "a.orders", 1)
+    records = varied_records(500)
+    writer = new_writer(two_clusters, 0, 500, extra="b.producer.delivery.timeout.ms = 3000\n"
+                                                    "b.producer.request.timeout.ms = 2000\n")
+    pid = kafka["b"].pid()
+    os.kill(pid, signal.SIGSTOP)
+    resume = threading.Timer(6, os.kill, (pid, signal.SIGCONT))
+    resume.start()
+    try:
+        with caplog.at_level(logging.WARNING):
+            writer.write_batch(batch_of(records, list(range(500))))
+            result = writer.close()[0]
+    finally:
+        resume.join()
+        os.kill(pid, signal.SIGCONT)
+        writer.release()
+    assert ("orders[0] -> a.orders[0]: transaction attempt 1 of 3 aborted "
+            "(orders[0] -> a.orders[0] offset 0: Local: Message timed out)") in caplog.text
+    assert result.records_written == 500
+    assert [r[1:] for r in read_partition(b, "a.orders", 0, with_offsets=True)] == records

@@ -193,6 +193,13 @@ class StateFence:
         self._producer = self._init()
         self.verify()
 
+    def close(self) -> None:
+        """Purge and drop the producer: a write cut short leaves nothing queued to land
+        later (see ``SlotWriter.release``)."""
+        if self._producer is not None:
+            self._producer.purge()
+            self._producer = None
+
     def _init(self):
         from confluent_kafka import KafkaException, Producer
 
@@ -305,6 +312,7 @@ class FlowLease:
         self._token: contextvars.Token | None = None
         self._fence_token: contextvars.Token | None = None
         self._fence: StateFence | None = None
+        self._own_fence = False  # made here, not joined from this process's run
         self._run_held = False  # the owner's run hold was live when this holder joined
 
     def _topic(self) -> CompactedTopic:
@@ -415,9 +423,11 @@ class FlowLease:
             self._fence = outer._fence  # a holder of this process's own run: one fence
         else:
             self._fence = StateFence(self.flow, self.cluster, self.verify, self.exactly_once)
+            self._own_fence = True
             try:
                 self._fence.open()
             except BaseException:
+                self._fence.close()
                 self._stop.set()
                 self._renewer.join()
                 if not self.lost.is_set():
@@ -459,6 +469,8 @@ class FlowLease:
         if self._fence_token is not None:
             _HELD.reset(self._token)
             unfenced(self._fence_token)
+        if self._own_fence:
+            self._fence.close()
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join()

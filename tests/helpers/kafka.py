@@ -177,8 +177,8 @@ def wipe(bootstrap: str, timeout: float = 30.0) -> None:
         for future in admin.delete_topics(names, operation_timeout=timeout).values():
             future.result(timeout)
     deadline = time.monotonic() + timeout
-    while set(admin.list_topics(timeout=timeout).topics) - KAFKA_OWN_TOPICS:
-        assert time.monotonic() < deadline, f"topics of {bootstrap} not deleted"
+    while left := set(admin.list_topics(timeout=timeout).topics) - KAFKA_OWN_TOPICS:
+        assert time.monotonic() < deadline, f"topics of {bootstrap} not deleted: {left}"
         time.sleep(0.05)
     groups = [g.group_id for g in admin.list_consumer_groups().result(timeout).valid]
     if groups:

@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024
 TIMEOUT_S = 60.0
 TRANSACTION_TIMEOUT_MS = 120_000
+TRANSACTION_ATTEMPTS = 3
 _PRODUCER_DEFAULTS = {
     "linger.ms": 20,
     "batch.size": 1_000_000,
@@ -74,6 +75,15 @@ _PRODUCER_DEFAULTS = {
     "compression.type": "lz4",
     "acks": "all",
 }
+
+
+class _Abortable(Exception):
+    """The open transaction must be aborted for a cause that may pass (a record timed
+    out, a broker went away): it is written again, up to ``TRANSACTION_ATTEMPTS`` times."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class WriteError(MirrorflowError):
@@ -190,6 +200,9 @@ class SlotWriter:
         self._spans_topic = ledger.spans_topic(tasks[0].source_alias)
         self._opened = 0.0
         self._fatal = None  # librdkafka's fatal error (a newer writer fenced this one)
+        self._pending: list[tuple[_Range, list[Any]]] | None = None  # slices to write again
+        self._aborts = 0  # of the open transaction, for a passing cause
+        self._delivery_timeout_s = TIMEOUT_S
 
     @property
     def where(self) -> str:
@@ -213,6 +226,8 @@ class SlotWriter:
             # The remote topics' limit on a record batch is the producer's on a message set.
             settings["message.max.bytes"] = min(int(settings["message.max.bytes"]), *limits)
         txn_id = transactional_id(task.flow, task.slot)
+        self._delivery_timeout_s = min(TIMEOUT_S, int(settings.get(
+            "delivery.timeout.ms", TIMEOUT_S * 1000)) / 1000)
         where = f"cluster {self.target.alias!r}, writing {self.where}"
         producer = clients.new_client(Producer, {
             "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, **settings,
@@ -302,6 +317,15 @@ class SlotWriter:
             except Exception as exc:  # the failure that brought us here matters more
                 log.warning("abort of %s failed: %s", self.where, exc)
 
+    def release(self) -> None:
+        """Purge what a failed attempt left queued and drop the producer: the Spark worker
+        process outlives the task, and a producer left to the garbage collector goes on
+        sending until it is collected. (``Producer.close`` would first abort the open
+        transaction with no time limit: it hangs while the target is down.)"""
+        if self._producer is not None:
+            self._producer.purge()
+            self._producer = None
+
     # -- one range's records
     def _write_range(self, state: _Range, batch) -> None:
         import numpy as np
@@ -323,7 +347,10 @@ class SlotWriter:
         while done < batch.num_rows:
             room = max(1, self.chunk_records - self._txn_records)
             piece = batch.slice(done, room)
-            self._produce(state, piece)
+            try:
+                self._produce(state, piece)
+            except _Abortable as exc:  # the piece is in the transaction written again
+                self._write_again(exc.reason)
             done += piece.num_rows
             if self._txn_records >= self.chunk_records or self._txn_bytes >= self.chunk_bytes:
                 self._commit()
@@ -388,7 +415,12 @@ class SlotWriter:
                     if exc.args[0].code() == KafkaError._FATAL:  # e.g. fenced: the
                         state.txn.append(piece)  # transaction failed; learn why
                         self._serve_fatal()
-                        raise self._transaction_failed(exc.args[0]) from None
+                        raise self._transaction_failed(exc.args[0].str()) from None
+                    if exc.args[0].code() == KafkaError._STATE and self.transactional:
+                        state.txn.append(piece)  # the whole slice is written again
+                        self._producer.poll(0)  # its delivery reports say why
+                        raise _Abortable(self._delivery_error() or exc.args[0].str()
+                                         ) from None
                     raise WriteError(f"cannot write {state.task.topic}[{partition}] offset "
                                      f"{upstream[i]} to {topic}: {exc.args[0].str()}"
                                      f"{self._size_hint(state, exc.args[0])}") from None
@@ -421,27 +453,39 @@ class SlotWriter:
     def _commit(self) -> None:
         """Wait for the transaction's records, then write the spans and resume position of
         every range in it into it and commit: data, spans and positions land together."""
-        from confluent_kafka import KafkaException, TopicPartition
-
         touched = self._open_ranges()
         if not touched:
             if self.transactional:
                 self._producer.abort_transaction(TIMEOUT_S)
             return
+        while True:
+            try:
+                spans = self._commit_once(touched)
+                break
+            except _Abortable as exc:
+                self._write_again(exc.reason)
+        self._aborts = 0
+        self._committed(touched, spans)
+
+    def _commit_once(self, touched: list[_Range]) -> dict[int, list[ledger.Span]]:
+        """One attempt at committing the open transaction; its spans per range."""
+        from confluent_kafka import KafkaException, TopicPartition
+
         spans = self._settle(touched)
         if spans is None:  # another producer interleaved: write this transaction again
-            self._redo_carefully(touched)
+            log.warning("%s: another producer writes to a remote partition of this slot; "
+                        "writing with a delivery callback per record from now on",
+                        self.where)
+            self.careful = True
+            self._rewrite()
             spans = self._settle(touched)
             if spans is None:
                 raise WriteError(f"{self.where}: remote offsets of one record are not "
                                  "contiguous with themselves")  # never with a callback each
-        positions = []
-        for state in touched:
-            for span in spans[id(state)]:
-                self._producer.produce(self._spans_topic, span.value(), span.key())
-            positions.append(TopicPartition(
-                state.task.remote_topic, state.task.partition,
-                int(state.txn[-1].upstream[-1]) + 1, metadata=state.task.plan_id))
+        failed = self._produce_spans([span for state in touched for span in spans[id(state)]])
+        positions = [TopicPartition(state.task.remote_topic, state.task.partition,
+                                    int(state.txn[-1].upstream[-1]) + 1,
+                                    metadata=state.task.plan_id) for state in touched]
         try:
             if self.transactional:
                 self._producer.send_offsets_to_transaction(positions, self._group, TIMEOUT_S)
@@ -450,7 +494,43 @@ class SlotWriter:
                 self._flush(touched)
                 self._commit_positions_without_transaction(positions)
         except KafkaException as exc:
-            raise self._transaction_failed(exc.args[0]) from None
+            error = exc.args[0]
+            lasting = [e for e in failed if not _passing(e)]
+            if lasting:
+                raise self._spans_failed(lasting[0]) from None
+            if self.transactional and error.txn_requires_abort() and not error.fatal():
+                raise _Abortable(error.str()) from None
+            raise self._transaction_failed(error.str()) from None
+        return spans
+
+    def _produce_spans(self, spans: list[ledger.Span]) -> list:
+        """Produce the span records into the transaction; the returned list fills with
+        their delivery errors."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        failed: list = []
+
+        def delivered(err, _msg) -> None:
+            if err is not None:
+                failed.append(err)
+
+        for span in spans:
+            try:
+                self._producer.produce(self._spans_topic, span.value(), span.key(),
+                                       on_delivery=delivered)
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError._STATE and self.transactional:
+                    raise _Abortable(self._delivery_error() or exc.args[0].str()) from None
+                raise self._spans_failed(exc.args[0]) from None
+        return failed
+
+    def _spans_failed(self, error) -> WriteError:
+        return WriteError(f"writing {self.where}: cannot write its span records to "
+                          f"{self._spans_topic} on cluster {self.target.alias!r}: "
+                          f"{error.str()}; nothing of the transaction was committed")
+
+    def _committed(self, touched: list[_Range], spans: dict[int, list[ledger.Span]]) -> None:
+        """Account a committed transaction to its ranges."""
         at = time.time() * 1000
         for state in touched:
             mine = spans[id(state)]
@@ -489,10 +569,10 @@ class SlotWriter:
         except KafkaException as exc:
             self._fatal = self._fatal or exc.args[0]
 
-    def _transaction_failed(self, error) -> WriteError:
+    def _transaction_failed(self, reason: str) -> WriteError:
         """The open transaction failed: name its ranges' upstream offsets and the cause
         (the fatal error behind a generic one, e.g. the fencing by a newer writer)."""
-        cause = self._fatal if self._fatal is not None else error
+        cause = self._fatal.str() if self._fatal is not None else reason
         touched = self._open_ranges()
         state = touched[0]
         more = (f" (and of {len(touched) - 1} more ranges of write slot "
@@ -500,7 +580,7 @@ class SlotWriter:
         return WriteError(
             f"writing {state.where}: the transaction of upstream offsets "
             f"{state.txn[0].upstream[0]}..{state.txn[-1].upstream[-1]}{more} failed: "
-            f"{cause.str()}")
+            f"{cause}")
 
     def _flush(self, touched: list[_Range]) -> None:
         from confluent_kafka import KafkaException
@@ -513,15 +593,23 @@ class SlotWriter:
             try:
                 self._producer.commit_transaction(1)
             except KafkaException as exc:
-                raise self._transaction_failed(exc.args[0]) from None
+                raise self._transaction_failed(exc.args[0].str()) from None
             raise
         if remaining:
             raise WriteError(f"writing {self.where}: {remaining} records unacknowledged after "
                              f"{TIMEOUT_S:.0f}s")
         for state in touched:
             for piece in state.txn:
-                if piece.error is not None:
-                    raise WriteError(f"writing {state.where}: {piece.error}")
+                if piece.error is None:
+                    continue
+                if self.transactional and piece.passing:
+                    raise _Abortable(f"{state.where} {piece.error}")
+                raise WriteError(f"writing {state.where}: {piece.error}")
+
+    def _delivery_error(self) -> str | None:
+        """The first failed delivery of the open transaction, named."""
+        return next((f"{state.where} {piece.error}" for state in self._open_ranges()
+                     for piece in state.txn if piece.error is not None), None)
 
     def _settle(self, touched: list[_Range]) -> dict[int, list[ledger.Span]] | None:
         """Per range of the transaction (by ``id``), its spans (runs of contiguous remote
@@ -548,17 +636,39 @@ class SlotWriter:
             out[id(state)] = [_span(state.task, up, down) for up, down in runs]
         return out
 
-    def _redo_carefully(self, touched: list[_Range]) -> None:
-        """Abort the transaction and write its slices again, a callback per record."""
-        log.warning("%s: another producer writes to a remote partition of this slot; "
-                    "writing with a delivery callback per record from now on", self.where)
-        self.careful = True
-        pieces = [(state, state.txn) for state in touched]
-        self._producer.abort_transaction(TIMEOUT_S)
+    def _write_again(self, reason: str) -> None:
+        """A passing failure (a record timed out while a broker restarted) made the open
+        transaction abortable: abort it and write its slices again, in a new one, unless
+        it failed ``TRANSACTION_ATTEMPTS`` times."""
+        while True:
+            self._aborts += 1
+            if self._aborts >= TRANSACTION_ATTEMPTS:
+                raise self._transaction_failed(reason)
+            log.warning("%s: transaction attempt %d of %d aborted (%s); writing it again",
+                        self.where, self._aborts, TRANSACTION_ATTEMPTS, reason)
+            try:
+                self._rewrite()
+                return
+            except _Abortable as exc:
+                reason = exc.reason
+
+    def _rewrite(self) -> None:
+        """Abort the open transaction and produce its slices again in a new one (kept
+        until they are: a failure midway rewrites all of them again)."""
+        from confluent_kafka import KafkaException
+
+        if self._pending is None:
+            self._pending = [(state, [piece.batch for piece in state.txn])
+                             for state in self._open_ranges()]
+        try:  # no longer than a record may take: a target down that long fails the write
+            self._producer.abort_transaction(self._delivery_timeout_s)
+        except KafkaException as exc:
+            raise self._transaction_failed(exc.args[0].str()) from None
         self._begin()
-        for state, slices in pieces:
-            for piece in slices:
-                self._produce(state, piece.batch, careful=True)
+        for state, batches in self._pending:
+            for batch in batches:
+                self._produce(state, batch)
+        self._pending = None
 
     def _commit_positions_without_transaction(self, positions) -> None:
         from confluent_kafka import ConsumerGroupTopicPartitions
@@ -591,10 +701,13 @@ class _Slice:
     bytes: int
     offsets: dict[int, int] = field(default_factory=dict)
     error: str | None = None
+    passing: bool = False  # the error may not recur: a timeout, a broker going away
 
     def delivered(self, index: int, err, msg) -> None:
         if err is not None:
-            self.error = self.error or f"offset {self.upstream[index]}: {err.str()}"
+            if self.error is None:
+                self.error = f"offset {self.upstream[index]}: {err.str()}"
+                self.passing = _passing(err)
         else:
             self.offsets[index] = msg.offset()
 
@@ -609,6 +722,16 @@ class _Slice:
         if last - first != n - 1:
             return None
         return np.arange(first, last + 1, dtype=np.int64)
+
+
+def _passing(error) -> bool:
+    """Whether a failed delivery may succeed when written again: a timeout, a broker
+    gone for a while, or what Kafka marks retriable."""
+    from confluent_kafka import KafkaError
+
+    return error.retriable() or error.code() in (
+        KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN, KafkaError.REQUEST_TIMED_OUT)
 
 
 def _payload_bytes(batch) -> int:

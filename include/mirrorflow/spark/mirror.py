@@ -237,3 +237,6 @@ def write_slot(config_text: str, source_alias: str, target_alias: str,
         if writer is not None:
             writer.abort()
         raise
+    finally:
+        if writer is not None:
+            writer.release()
