@@ -208,11 +208,13 @@ def interrupt_a_plan(config, flow_name: str, records: list, written: int) -> Non
     (transactions of 150) and then died."""
     from test_writer import batch_of
 
+    from mirrorflow.source import ledger
     from mirrorflow.source.plan import plan_run
     from mirrorflow.source.writer import SlotWriter, WriteTask
 
     plan, _ = plan_run(config, config.flow(flow_name), "interrupted")
     source, target = flow_name.split("->")
+    ledger.spans_store(config.cluster(target), source).ensure()  # as the mirror's driver does
     writer = SlotWriter([WriteTask(flow_name, plan.plan_id, "orders", 0, f"{source}.orders",
                                    0, len(records), chunk_records=150,
                                    slot=plan.ranges[0].slot)],

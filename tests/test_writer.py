@@ -332,3 +332,23 @@ def test_a_transaction_timed_out_by_a_paused_broker_is_written_again(
             "(orders[0] -> a.orders[0] offset 0: Local: Message timed out)") in caplog.text
     assert result.records_written == 500
     assert [r[1:] for r in read_partition(b, "a.orders", 0, with_offsets=True)] == records
+
+
+def test_a_missing_spans_topic_fails_the_write_by_name(two_clusters) -> None:
+    """The driver creates the spans topic before the write; were it gone (deleted by hand
+    in between), the write fails naming it, and the transaction commits nothing."""
+    b = two_clusters["b"]
+    create_topic(b, "a.orders", 1)
+    target, source = clusters(two_clusters)
+    writer = SlotWriter([WriteTask("a->b", "plan-1", "orders", 0, "a.orders", 0, 10)],
+                        target, source)
+    writer.open()
+    writer.write_batch(batch_of(varied_records(10), list(range(10))))
+    with pytest.raises(WriteError, match=r"^writing orders\[0\] -> a\.orders\[0\]: cannot write "
+                                         r"its span records to mirrorflow-spans\.a\.internal "
+                                         r"on cluster 'b': .*Unknown topic or partition; "
+                                         r"nothing of the transaction was committed$"):
+        writer.close()
+    writer.abort()
+    writer.release()
+    assert read_partition(b, "a.orders", 0) == []

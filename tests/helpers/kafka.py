@@ -167,10 +167,59 @@ def config_file(path: Path, bootstraps: dict[str, str], flows: str, extra: str =
 KAFKA_OWN_TOPICS = {"__consumer_offsets", "__transaction_state", "__share_group_state"}
 
 
+# Per broker: how far __transaction_state was read, and each transactional id's status.
+_TRANSACTIONS: dict[str, tuple[dict[int, int], dict[str, int]]] = {}
+_ONGOING = 1  # TransactionState.ONGOING in TransactionLogValue.TransactionStatus
+
+
+def open_transactions(bootstrap: str) -> list[str]:
+    """The transactional ids whose transaction is open, from __transaction_state (read on
+    from where the last call stopped). TransactionLogKey: version int16, id (int16 length,
+    UTF-8); TransactionLogValue: version int16, producer id int64, epoch int16, timeout
+    int32, status int8 (tagged fields come last), as Kafka's TransactionLogValue.json."""
+    import struct
+
+    offsets, status = _TRANSACTIONS.setdefault(bootstrap, ({}, {}))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = admin.list_topics("__transaction_state", timeout=10).topics.get("__transaction_state")
+    if topic is None or topic.error is not None:
+        return []
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "wipe",
+                         "enable.partition.eof": True, "fetch.wait.max.ms": 10})
+    parts = sorted(topic.partitions)
+    consumer.assign([TopicPartition("__transaction_state", p, offsets.get(p, -2)) for p in parts])
+    pending = set(parts)
+    while pending:
+        for msg in consumer.consume(10_000, timeout=1):
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    pending.discard(msg.partition())
+                    continue
+                raise KafkaException(msg.error())
+            offsets[msg.partition()] = msg.offset() + 1
+            key, value = msg.key(), msg.value()
+            (length,) = struct.unpack_from(">h", key, 2)
+            txn_id = key[4:4 + length].decode()
+            status[txn_id] = value[16] if value else -1
+    consumer.close()
+    return sorted(t for t, s in status.items() if s == _ONGOING)
+
+
+def finish_open_transactions(bootstrap: str) -> None:
+    """Fence every open transaction, so the coordinator aborts it now: left to time out, it
+    would write its abort markers into a later topic of the same name (a coordinator
+    knows a transaction's partitions by name), shifting that topic's offsets by one."""
+    for txn_id in open_transactions(bootstrap):
+        Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id}
+                 ).init_transactions(30)
+
+
 def wipe(bootstrap: str, timeout: float = 30.0) -> None:
-    """Delete every topic but Kafka's own and every consumer group."""
+    """Finish every open transaction, then delete every topic but Kafka's own and every
+    consumer group."""
     import time
 
+    finish_open_transactions(bootstrap)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     names = [t for t in admin.list_topics(timeout=timeout).topics if t not in KAFKA_OWN_TOPICS]
     if names:
@@ -203,7 +252,9 @@ def mm2_jvm() -> Iterator:
     try:
         yield gateway
     finally:
-        gateway.shutdown()
+        gateway.shutdown()  # closes the connection; the JVM would live on until pytest exits
+        gateway.proc.terminate()
+        gateway.proc.wait(30)
 
 
 def produce_with_java(bootstrap: str, topic: str,

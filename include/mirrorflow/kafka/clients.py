@@ -362,10 +362,9 @@ def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
 
-    admin = admin_client(cluster)
-    if topic in admin.list_topics(timeout=timeout).topics:
+    if describe_topics(cluster, [topic], timeout):
         return False
-    future = admin.create_topics(
+    future = admin_client(cluster).create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
                   config=config or {})],
         operation_timeout=timeout,
@@ -382,9 +381,12 @@ def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,
     return True
 
 
-def topic_ids(cluster: ClusterConfig, topics: list[str], timeout: float = 30.0) -> dict[str, str]:
-    """Each topic's id (KIP-516), in one describe request: a topic deleted and created
-    again under its name gets a new one. Topics that do not exist are absent."""
+def describe_topics(cluster: ClusterConfig, topics: list[str],
+                    timeout: float = 30.0) -> dict[str, Any]:
+    """Each topic's ``TopicDescription`` (id, partitions), in one describe request: its
+    cost follows ``topics``, not the cluster's size (as a full metadata request's does),
+    and it never creates a topic (a producer-side metadata request may). Topics that do
+    not exist are absent."""
     from confluent_kafka import KafkaError, KafkaException, TopicCollection
 
     if not topics:
@@ -394,13 +396,20 @@ def topic_ids(cluster: ClusterConfig, topics: list[str], timeout: float = 30.0) 
     out = {}
     for name, future in futures.items():
         try:
-            out[name] = str(future.result(timeout).topic_id)
+            out[name] = future.result(timeout)
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise ClusterUnreachableError(
                     f"cluster {cluster.alias!r}: cannot describe topic {name!r}: "
                     f"{exc.args[0].str()}") from None
     return out
+
+
+def topic_ids(cluster: ClusterConfig, topics: list[str], timeout: float = 30.0) -> dict[str, str]:
+    """Each topic's id (KIP-516): a topic deleted and created again under its name gets a
+    new one. Topics that do not exist are absent."""
+    return {name: str(d.topic_id) for name, d in describe_topics(cluster, topics,
+                                                                   timeout).items()}
 
 
 # A KRaft controller refuses a request that would write more than 10,000 metadata records

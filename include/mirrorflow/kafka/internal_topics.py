@@ -75,11 +75,10 @@ def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[
     """
     from confluent_kafka import KafkaError, TopicPartition
 
-    admin = clients.admin_client(cluster)
-    metadata = admin.list_topics(timeout=15).topics.get(topic)
-    if metadata is None or metadata.error is not None:
+    description = clients.describe_topics(cluster, [topic], 15).get(topic)
+    if description is None:
         return []
-    marks = probe_watermarks(cluster, [(topic, p) for p in sorted(metadata.partitions)])
+    marks = probe_watermarks(cluster, [(topic, p.id) for p in description.partitions])
     pending = {tp: m.high for tp, m in marks.items() if m.high > m.low}
     records: list[LogRecord] = []
     if not pending:
@@ -152,6 +151,10 @@ class CompactedTopic:
         one."""
         if not records:
             return
+        # Created here when missing (one describe request): a write to a missing topic
+        # would wait for it until the producer gives up, or have the broker auto-create it
+        # without compaction.
+        self.ensure()
         fence = _FENCE.get()
         if fence is not None:
             fence(self, records, timeout, headers)
