@@ -145,6 +145,39 @@ def three_clusters(two_clusters: dict[str, str], broker_c: LocalBroker) -> dict[
     return {**two_clusters, "c": broker_c.bootstrap}
 
 
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory):
+    """A warm local Spark Connect server, shared by this worker's tests that run DAGs for
+    what they do around the mirror, not for how Spark is started (each DAG run on the
+    default connection starts a spark-submit JVM: test_airflow_run covers that path)."""
+    from mirrorflow.dev import connect_server
+    from mirrorflow.dev.localcluster import free_port
+
+    server = connect_server.ConnectServer("127.0.0.1", free_port(),
+                                          tmp_path_factory.mktemp("connect"), "local[2]")
+    connect_server.start(server)
+    yield server
+    connect_server.stop(server)
+
+
+@pytest.fixture
+def warm_spark(spark_connect, monkeypatch: pytest.MonkeyPatch):
+    """A session on the shared Connect server, for this test's in-process runs; its DAG
+    runs run their Spark work there too. The test leaves no Spark Connect session and no
+    mark of one in the process (PySpark marks os.environ, which a classic session created
+    later would take for a Connect one)."""
+    from mirrorflow.dev import connect_server
+    from mirrorflow.spark.session import close_connect_sessions, get_session
+    from mirrorflow.spark.submit import CONNECT_MODE_VARS
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connect_server.airflow_connection(
+        spark_connect.host, spark_connect.port))
+    yield get_session(spark_connect.url)
+    close_connect_sessions()
+    for name in CONNECT_MODE_VARS:
+        os.environ.pop(name, None)
+
+
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path

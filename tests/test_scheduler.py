@@ -20,7 +20,6 @@ import pytest
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
 from mirrorflow.dev import connect_server
 from mirrorflow.dev.local_airflow import LocalAirflow, db_time
-from mirrorflow.dev.localcluster import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.broker, pytest.mark.spark]
 
@@ -93,21 +92,17 @@ class Services(LocalAirflow):
 
 
 @pytest.fixture
-def services(airflow_db, two_clusters, tmp_path: Path, repo: Path) -> Iterator[Services]:
+def services(airflow_db, two_clusters, tmp_path: Path, repo: Path,
+             spark_connect: connect_server.ConnectServer) -> Iterator[Services]:
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
                        "a->b.mirrorflow.schedule = @hourly\nemit.heartbeats.enabled = false\n"
                        "mirrorflow.retry.delay.seconds = 5\n"
                        # Tasks beside the race under test, each a process per run: off.
                        "emit.checkpoints.enabled = false\nsync.topic.configs.enabled = false\n"
                        "sync.topic.acls.enabled = false\n")
-    server = connect_server.ConnectServer("127.0.0.1", free_port(), tmp_path / "connect")
-    connect_server.start(server)
-    try:
-        with Services(tmp_path / "airflow", repo, path, tmp_path / "reports",
-                      server.port) as running:
-            yield running
-    finally:
-        connect_server.stop(server)
+    with Services(tmp_path / "airflow", repo, path, tmp_path / "reports",
+                  spark_connect.port) as running:
+        yield running
 
 
 @pytest.mark.timeout(1200)

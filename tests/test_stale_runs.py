@@ -34,7 +34,7 @@ def airflow_task(dag_id: str, task_id: str, run_id: str) -> subprocess.Completed
 @pytest.mark.spark
 @pytest.mark.timeout(600)
 def test_an_old_runs_commit_run_again_changes_nothing(airflow_db, two_clusters, tmp_path,
-                                                      monkeypatch, spark) -> None:
+                                                      monkeypatch, warm_spark) -> None:
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "orders", 2)
     produce(a, "orders", varied_records(200), 2)
@@ -46,7 +46,7 @@ def test_an_old_runs_commit_run_again_changes_nothing(airflow_db, two_clusters, 
     assert str(first.state) == "success", states(first)
     first_plan = PlanStore(config, config.flow("a->b"))
     produce(a, "orders", varied_records(300, 200), 2)
-    assert run_cycle(path, "a->b", spark=spark).validation["success"]  # a later run
+    assert run_cycle(path, "a->b", spark=warm_spark).validation["success"]  # a later run
     store = OffsetStore(config.cluster("b"), "a")
     assert store.positions() == {("orders", 0): 249, ("orders", 1): 249}
 
@@ -61,7 +61,7 @@ def test_an_old_runs_commit_run_again_changes_nothing(airflow_db, two_clusters, 
     assert first_plan.pending() is None
 
     produce(a, "orders", varied_records(100, 500), 2)
-    assert run_cycle(path, "a->b", spark=spark).validation["success"]  # the flow goes on
+    assert run_cycle(path, "a->b", spark=warm_spark).validation["success"]  # the flow goes on
     for p in range(2):
         target = read_partition(b, "a.orders", p)
         assert len(target) == 300
@@ -71,7 +71,7 @@ def test_an_old_runs_commit_run_again_changes_nothing(airflow_db, two_clusters, 
 @pytest.mark.spark
 @pytest.mark.timeout(600)
 def test_a_failed_proof_marked_success_commits_nothing(airflow_db, two_clusters, tmp_path,
-                                                       monkeypatch) -> None:
+                                                       monkeypatch, warm_spark) -> None:
     from confluent_kafka import Producer
 
     from mirrorflow.source.plan import plan_run

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import mirrorflow
@@ -145,8 +146,15 @@ def get_session(master: str, app_name: str = "mirrorflow"):
     from pyspark.sql import SparkSession
 
     if is_connect(master):
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
         check_connect_server(master)
-        session = SparkSession.builder.remote(master).getOrCreate()
+        # PySpark's own builder refuses a Connect session in a process that has a classic
+        # one (SESSION_ALREADY_EXIST: an Airflow worker that ran an in-process task); the
+        # Connect builder does not. PySpark's DataFrame API dispatches on this mark, which
+        # its own builder sets too.
+        os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+        session = ConnectSession.builder.remote(master).getOrCreate()
         for key in SESSION_CONF:
             session.conf.set(key, SPARK_CONF[key])
         if not _on_this_machine(master):
