@@ -116,7 +116,8 @@ def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, 
 
 
 def test_failed_completeness_check_fails_the_run_before_commit(airflow_db, two_clusters,
-                                                               tmp_path, monkeypatch) -> None:
+                                                               tmp_path, monkeypatch,
+                                                               warm_spark) -> None:
     from confluent_kafka import Producer
 
     from mirrorflow.source.plan import PlanStore, plan_run
@@ -147,7 +148,7 @@ def test_failed_completeness_check_fails_the_run_before_commit(airflow_db, two_c
 
 @pytest.mark.timeout(600)
 def test_topics_parameter_keeps_the_heartbeats_in_the_plan(airflow_db, two_clusters, tmp_path,
-                                                          monkeypatch) -> None:
+                                                          monkeypatch, warm_spark) -> None:
     """Narrowed to `orders` by the run's `topics` parameter, with heartbeats on (the
     default): the heartbeat topic stays in the plan, so `await_heartbeat` finds the beat."""
     a, b = two_clusters["a"], two_clusters["b"]
@@ -242,7 +243,7 @@ def test_mirror_task_killed_then_retried_by_airflow(airflow_db, two_clusters, tm
 
 
 def test_a_task_failing_after_the_commit_fails_the_run(airflow_db, two_clusters, tmp_path,
-                                                       monkeypatch, capfd) -> None:
+                                                       monkeypatch, capfd, warm_spark) -> None:
     """A run whose checkpoint task fails after the commit (here: the checkpoints topic
     asks for more replicas than the target has brokers) ends failed, not green behind
     the ``all_done`` report: check_lag fails naming the task."""
