@@ -137,7 +137,6 @@ def emit(config: MirrorConfig, flow: FlowConfig, checkpoints: list[Checkpoint]) 
     check_held()
     topic = checkpoints_topic(config, flow)
     if checkpoints:
-        topic.ensure()
         topic.write([(c.key(), c.value()) for c in checkpoints])
     return len(checkpoints)
 

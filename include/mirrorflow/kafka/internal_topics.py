@@ -151,9 +151,9 @@ class CompactedTopic:
         one."""
         if not records:
             return
-        # Created here when missing (one describe request): a write to a missing topic
-        # would wait for it until the producer gives up, or have the broker auto-create it
-        # without compaction.
+        # Created here when missing (one describe request; the stores leave it to this):
+        # a write to a missing topic would wait for it until the producer gives up, or
+        # have the broker auto-create it without compaction.
         self.ensure()
         fence = _FENCE.get()
         if fence is not None:

@@ -151,7 +151,6 @@ class HistoryStore:
               syncs: Mapping[TopicPart, list[tuple[int, int]]],
               chains: Mapping[TopicPart, Chain] | None = None) -> None:
         check_held()
-        self.topic.ensure()
         records = [(f"owned/{r.remote_topic}/{r.partition}".encode(), r.to_json())
                    for r in remote]
         records += [(f"chain/{t}/{p}".encode(), c.to_json())

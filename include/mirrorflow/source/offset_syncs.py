@@ -46,7 +46,6 @@ def emit(config: MirrorConfig, flow: FlowConfig, syncs: list[OffsetSync]) -> int
     check_held()
     topic = offset_syncs_topic(config, flow)
     if syncs:
-        topic.ensure()
         topic.write([(s.key(), s.value()) for s in syncs])
     return len(syncs)
 

@@ -95,7 +95,6 @@ class OffsetStore:
     def commit(self, positions: dict[TopicPart, int]) -> None:
         """Record ``offset`` as the last mirrored upstream offset of each partition."""
         check_held()
-        self.topic.ensure()
         self.topic.write([(encode_key(self.source_alias, t, p), encode_value(o))
                           for (t, p), o in sorted(positions.items())], headers=[ORIGIN_HEADER])
 

@@ -258,7 +258,6 @@ class PlanStore:
     def save(self, plan: Plan) -> None:
         """Store the plan and mark it pending, in that order."""
         check_held()
-        self.topic.ensure()
         self.topic.write([(b"plan/" + plan.plan_id.encode(), plan.to_json().encode()),
                           (PENDING_KEY, plan.plan_id.encode())])
 
@@ -295,7 +294,6 @@ class PlanStore:
         return int(text) if text is not None and text.isdigit() else None
 
     def mark_synced(self, kind: str, at_ms: int) -> None:
-        self.topic.ensure()
         self.topic.write([(b"synced/" + kind.encode(), str(at_ms).encode())])
 
     def mark_committed(self, plan: Plan, run_id: str) -> None:

@@ -381,14 +381,14 @@ class SlotWriter:
         state.result.gaps.append(gap)
 
     # -- producing
-    def _produce(self, state: _Range, batch, careful: bool | None = None) -> None:
+    def _produce(self, state: _Range, batch) -> None:
         """Produce one slice of a range inside the open transaction and keep it for the
         spans."""
         import pyarrow as pa
         import pyarrow.compute as pc
         from confluent_kafka import KafkaError, KafkaException
 
-        careful = self.careful if careful is None else careful
+        careful = self.careful
         n = batch.num_rows
         upstream = batch.column("offset").to_numpy()
         piece = _Slice(batch, upstream, careful, _payload_bytes(batch))
@@ -412,15 +412,15 @@ class SlotWriter:
                 except BufferError:
                     poll(0.05)
                 except KafkaException as exc:
-                    if exc.args[0].code() == KafkaError._FATAL:  # e.g. fenced: the
-                        state.txn.append(piece)  # transaction failed; learn why
+                    # The slice is part of the failed transaction: named, or written again
+                    # whole.
+                    state.txn.append(piece)
+                    if exc.args[0].code() == KafkaError._FATAL:  # e.g. fenced: learn why
                         self._serve_fatal()
                         raise self._transaction_failed(exc.args[0].str()) from None
-                    if exc.args[0].code() == KafkaError._STATE and self.transactional:
-                        state.txn.append(piece)  # the whole slice is written again
-                        self._producer.poll(0)  # its delivery reports say why
-                        raise _Abortable(self._delivery_error() or exc.args[0].str()
-                                         ) from None
+                    abortable = self._abortable(exc.args[0])
+                    if abortable is not None:
+                        raise abortable from None
                     raise WriteError(f"cannot write {state.task.topic}[{partition}] offset "
                                      f"{upstream[i]} to {topic}: {exc.args[0].str()}"
                                      f"{self._size_hint(state, exc.args[0])}") from None
@@ -506,7 +506,7 @@ class SlotWriter:
     def _produce_spans(self, spans: list[ledger.Span]) -> list:
         """Produce the span records into the transaction; the returned list fills with
         their delivery errors."""
-        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka import KafkaException
 
         failed: list = []
 
@@ -519,9 +519,7 @@ class SlotWriter:
                 self._producer.produce(self._spans_topic, span.value(), span.key(),
                                        on_delivery=delivered)
             except KafkaException as exc:
-                if exc.args[0].code() == KafkaError._STATE and self.transactional:
-                    raise _Abortable(self._delivery_error() or exc.args[0].str()) from None
-                raise self._spans_failed(exc.args[0]) from None
+                raise self._abortable(exc.args[0]) or self._spans_failed(exc.args[0]) from None
         return failed
 
     def _spans_failed(self, error) -> WriteError:
@@ -606,10 +604,17 @@ class SlotWriter:
                     raise _Abortable(f"{state.where} {piece.error}")
                 raise WriteError(f"writing {state.where}: {piece.error}")
 
-    def _delivery_error(self) -> str | None:
-        """The first failed delivery of the open transaction, named."""
-        return next((f"{state.where} {piece.error}" for state in self._open_ranges()
-                     for piece in state.txn if piece.error is not None), None)
+    def _abortable(self, error) -> _Abortable | None:
+        """A produce refused because the open transaction already failed (``_STATE``):
+        abortable, for the cause its delivery reports name."""
+        from confluent_kafka import KafkaError
+
+        if error.code() != KafkaError._STATE or not self.transactional:
+            return None
+        self._producer.poll(0)  # serves the delivery reports
+        return _Abortable(next((f"{state.where} {piece.error}"
+                                for state in self._open_ranges() for piece in state.txn
+                                if piece.error is not None), error.str()))
 
     def _settle(self, touched: list[_Range]) -> dict[int, list[ledger.Span]] | None:
         """Per range of the transaction (by ``id``), its spans (runs of contiguous remote
