@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
-from helpers.kafka import read_partition
+from helpers.kafka import create_topic, delete_records, read_partition, topics
 from mirrorflow.config.model import parse_config
+from mirrorflow.kafka import internal_topics
 from mirrorflow.kafka.internal_topics import CompactedTopic
 from mirrorflow.source.offsets import OffsetStore, decode, encode_key, encode_value, offsets_topic
 
@@ -77,3 +80,47 @@ def _java_partition(key: bytes, partitions: int) -> int:
     h = (h * m) & 0xFFFFFFFF
     h ^= h >> 15
     return (h & 0x7FFFFFFF) % partitions
+
+
+@pytest.mark.broker
+def test_reads_in_one_context_fetch_only_what_is_new(two_clusters: dict[str, str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lease holder's steps read a state topic a dozen times: after the first read, each
+    fetches only the records added since, and still returns what a full read would."""
+    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
+                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n")
+    # Compacted and time-bounded (a compacted topic refuses DeleteRecords): retention moves
+    # its log start.
+    create_topic(two_clusters["b"], "reads.internal", 1, {"cleanup.policy": "compact,delete"})
+    topic = CompactedTopic(config.cluster("b"), "reads.internal")
+    # A spy (the real fetch runs): which offsets each read asked the broker for.
+    fetched: list[dict] = []
+    real = internal_topics._fetch
+    monkeypatch.setattr(internal_topics, "_fetch", lambda cluster, name, bounds, timeout: (
+        fetched.append(dict(bounds)), real(cluster, name, bounds, timeout))[1])
+    with internal_topics.incremental_reads():
+        topic.write([(b"k%d" % i, b"v%d" % i) for i in range(6)])
+        assert topic.read() == {b"k%d" % i: b"v%d" % i for i in range(6)}
+        topic.write([(b"k1", b"new"), (b"k7", b"v7")])
+        assert topic.read() == {b"k0": b"v0", b"k1": b"new", b"k2": b"v2", b"k3": b"v3",
+                                b"k4": b"v4", b"k5": b"v5", b"k7": b"v7"}
+        assert topic.read() == {b"k0": b"v0", b"k1": b"new", b"k2": b"v2", b"k3": b"v3",
+                                b"k4": b"v4", b"k5": b"v5", b"k7": b"v7"}
+        assert fetched == [{("reads.internal", 0): (0, 6)}, {("reads.internal", 0): (6, 8)}, {}]
+        # Records below a new log start are gone from the reads too.
+        delete_records(two_clusters["b"], "reads.internal", 0, 2)
+        assert topic.read() == {b"k1": b"new", b"k2": b"v2", b"k3": b"v3", b"k4": b"v4",
+                                b"k5": b"v5", b"k7": b"v7"}
+        # A topic deleted and created again under its name is read anew.
+        admin = AdminClient({"bootstrap.servers": two_clusters["b"]})
+        admin.delete_topics(["reads.internal"])["reads.internal"].result(10)
+        deadline = time.monotonic() + 30
+        while "reads.internal" in topics(two_clusters["b"]):
+            assert time.monotonic() < deadline, "reads.internal not deleted"
+            time.sleep(0.05)
+        topic.write([(b"x", b"1")])
+        assert topic.read() == {b"x": b"1"}
+        assert fetched[-1] == {("reads.internal", 0): (0, 1)}
+    # Outside the context every read is a full one.
+    assert topic.read() == {b"x": b"1"}
+    assert fetched[-1] == {("reads.internal", 0): (0, 1)} and len(fetched) == 6

@@ -48,6 +48,7 @@ rescheduled, holding no worker slot.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import logging
@@ -67,6 +68,7 @@ from mirrorflow.kafka.internal_topics import (
     InternalTopicError,
     Records,
     fenced_by,
+    incremental_reads,
     read_log,
     unfenced,
 )
@@ -314,6 +316,8 @@ class FlowLease:
         self._fence: StateFence | None = None
         self._own_fence = False  # made here, not joined from this process's run
         self._run_held = False  # the owner's run hold was live when this holder joined
+        # The holder's steps read each state topic in full once, then only what is new.
+        self._reads = contextlib.ExitStack()
 
     def _topic(self) -> CompactedTopic:
         return CompactedTopic(self.cluster, LEASES_TOPIC, 1, self.replication_factor)
@@ -435,6 +439,7 @@ class FlowLease:
                 raise
         self._token = _HELD.set(self)
         self._fence_token = fenced_by(self._fence.write)
+        self._reads.enter_context(incremental_reads())
         return self
 
     def _renew(self) -> None:
@@ -466,6 +471,7 @@ class FlowLease:
                 "may hold the flow, so nothing more is committed")
 
     def __exit__(self, *exc_info) -> None:
+        self._reads.close()
         if self._fence_token is not None:
             _HELD.reset(self._token)
             unfenced(self._fence_token)

@@ -12,11 +12,12 @@ Reads are ``read_committed``: a fenced holder's aborted records are never seen.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 from mirrorflow.config.model import ClusterConfig
 from mirrorflow.errors import MirrorflowError
@@ -68,19 +69,79 @@ class LogRecord:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
+@dataclass
+class _ReadLog:
+    """What reads of one topic in this context got: its records and, per partition, the
+    offset they reach (the end that read saw)."""
+
+    topic_id: str
+    records: dict[int, list[LogRecord]] = field(default_factory=dict)
+    reached: dict[int, int] = field(default_factory=dict)
+
+
+_READS: contextvars.ContextVar[dict[tuple[str, str], _ReadLog] | None] = \
+    contextvars.ContextVar("internal_reads", default=None)
+
+
+@contextlib.contextmanager
+def incremental_reads() -> Iterator[None]:
+    """Within this context, :func:`read_log` fetches only what a topic gained since this
+    context last read it (a run reads its state topics a dozen times: plans of 1,000
+    ranges each were fetched and decoded again every time). What it returns is what a
+    full read would: a topic deleted and created again (a new topic id) is read anew, and
+    records below the log start (retention, deleted records) are dropped. Records that
+    compaction removed meanwhile may still be returned, as a read just before compaction
+    would have; every reader takes the newest record of a key. Nested contexts share
+    the outer one's reads."""
+    if _READS.get() is not None:
+        yield
+        return
+    token = _READS.set({})
+    try:
+        yield
+    finally:
+        _READS.reset(token)
+
+
 def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[LogRecord]:
-    """Every record of a topic from log start to its end now, per partition in order.
+    """Every record of a topic from log start to its end now, per partition in order
+    (within :func:`incremental_reads`, only what is new is fetched).
 
     A missing topic reads as empty. Used for MM2's internal topics, which are small.
     """
-    from confluent_kafka import KafkaError, TopicPartition
-
     description = clients.describe_topics(cluster, [topic], 15).get(topic)
     if description is None:
         return []
     marks = probe_watermarks(cluster, [(topic, p.id) for p in description.partitions])
-    pending = {tp: m.high for tp, m in marks.items() if m.high > m.low}
+    reads = _READS.get()
+    known = reads.get((cluster.bootstrap_servers, topic)) if reads is not None else None
+    if known is None or known.topic_id != str(description.topic_id) or any(
+            marks[(topic, p)].high < end for p, end in known.reached.items()
+            if (topic, p) in marks):
+        known = _ReadLog(str(description.topic_id))
+    starts = {tp: max(m.low, known.reached.get(tp[1], 0)) for tp, m in marks.items()}
+    for (_, partition), mark in marks.items():
+        kept = known.records.get(partition, [])
+        if kept and kept[0].offset < mark.low:
+            known.records[partition] = [r for r in kept if r.offset >= mark.low]
+    for record in _fetch(cluster, topic, {tp: (starts[tp], m.high) for tp, m in marks.items()
+                                          if m.high > starts[tp]}, timeout):
+        known.records.setdefault(record.partition, []).append(record)
+    known.reached = {p: max(starts[(topic, p)], marks[(topic, p)].high)
+                     for _, p in marks}
+    if reads is not None:
+        reads[(cluster.bootstrap_servers, topic)] = known
+    return [r for p in sorted(known.records) for r in known.records[p]]
+
+
+def _fetch(cluster: ClusterConfig, topic: str, bounds: dict[tuple[str, int], tuple[int, int]],
+           timeout: float) -> list[LogRecord]:
+    """The records of ``topic``'s partitions from each one's start to its end (the
+    ``read_committed`` end a probe saw), per partition in order."""
+    from confluent_kafka import KafkaError, TopicPartition
+
     records: list[LogRecord] = []
+    pending = {tp: end for tp, (_, end) in bounds.items()}
     if not pending:
         return records
     # A short fetch wait: the read ends at the partition's end, where librdkafka's default
@@ -90,7 +151,7 @@ def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[
                                             "isolation.level": "read_committed",
                                             "fetch.wait.max.ms": 10})
     try:
-        consumer.assign([TopicPartition(t, p, marks[(t, p)].low) for t, p in pending])
+        consumer.assign([TopicPartition(t, p, start) for (t, p), (start, _) in bounds.items()])
         deadline = time.monotonic() + timeout
         while pending:
             if time.monotonic() > deadline:
