@@ -164,14 +164,14 @@ class PeakMemory:
             jvm = workers = 0
             biggest = 0
             for proc in [root, *root.children(recursive=True)]:
-                try:
-                    cmd = " ".join(proc.cmdline())
+                try:  # a process may end between the listing and these reads
+                    cmd, name = " ".join(proc.cmdline()), proc.name()
                     rss = proc.memory_info().rss
                 except psutil.Error:
                     continue
-                if "java" in proc.name() and "spark" in cmd:
+                if "java" in name and "spark" in cmd:
                     jvm += rss
-                elif "pyspark" in cmd and "python" in proc.name():
+                elif "pyspark" in cmd and "python" in name:
                     workers += rss
                     biggest = max(biggest, rss)
             self.jvm, self.total = max(self.jvm, jvm), max(self.total, jvm + workers)
