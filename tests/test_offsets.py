@@ -9,10 +9,15 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from helpers.kafka import create_topic, delete_records, read_partition, topics
+from helpers.mm2 import own_configs
 from mirrorflow.config.model import parse_config
 from mirrorflow.kafka import internal_topics
 from mirrorflow.kafka.internal_topics import CompactedTopic
+from mirrorflow.lease import FlowLease
+from mirrorflow.source import ledger
+from mirrorflow.source.history import HistoryStore
 from mirrorflow.source.offsets import OffsetStore, decode, encode_key, encode_value, offsets_topic
+from mirrorflow.source.plan import PlanStore
 
 
 def test_key_and_value_bytes_match_mm2() -> None:
@@ -124,3 +129,26 @@ def test_reads_in_one_context_fetch_only_what_is_new(two_clusters: dict[str, str
     # Outside the context every read is a full one.
     assert topic.read() == {b"x": b"1"}
     assert fetched[-1] == {("reads.internal", 0): (0, 1)} and len(fetched) == 6
+
+
+@pytest.mark.broker
+def test_own_state_topics_roll_segments_so_the_cleaner_bounds_them(
+        two_clusters: dict[str, str]) -> None:
+    """mirrorflow's own state topics roll a segment every 10 minutes (the log cleaner and
+    retention act only on rolled segments); MM2's offset store keeps what MM2 gives it."""
+    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
+                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n"
+                          "replication.factor = 1\n")
+    flow, target = config.flow("a->b"), config.cluster("b")
+    with FlowLease(config, flow, "r"):  # creates the leases' log
+        PlanStore(config, flow).topic.ensure()
+        ledger.spans_store(target, "a").ensure()
+        HistoryStore(target, "a").topic.ensure()
+        OffsetStore(target, "a").topic.ensure()
+    compacted = {"cleanup.policy": "compact", "segment.ms": "600000"}
+    assert own_configs(config, "b", "mirrorflow-plans.a.internal") == compacted
+    assert own_configs(config, "b", "mirrorflow-spans.a.internal") == compacted
+    assert own_configs(config, "b", "mirrorflow-history.a.internal") == compacted
+    assert own_configs(config, "b", "mirrorflow-leases.internal") == {
+        "cleanup.policy": "delete", "retention.ms": "86400000", "segment.ms": "600000"}
+    assert own_configs(config, "b", "mm2-offsets.a.internal") == {"cleanup.policy": "compact"}

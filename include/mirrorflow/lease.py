@@ -63,6 +63,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.internal_topics import (
     STATE_PRODUCER,
+    STATE_SEGMENT_MS,
     CompactedTopic,
     Headers,
     InternalTopicError,
@@ -351,9 +352,12 @@ class FlowLease:
         return state if state is not None and state.live(int(time.time() * 1000)) else None
 
     def _ensure_topic(self) -> None:
+        # Retention deletes only rolled segments: rolled every 10 minutes, the log holds
+        # a day of claims, not up to the 7 days of Kafka's default segment.ms on top.
         clients.ensure_topic(self.cluster, LEASES_TOPIC, 1, self.replication_factor,
                              config={"cleanup.policy": "delete",
-                                     "retention.ms": str(RETENTION_MS)})
+                                     "retention.ms": str(RETENTION_MS),
+                                     "segment.ms": str(STATE_SEGMENT_MS)})
 
     def verify(self) -> None:
         """Raise :class:`LeaseLostError` unless the log's replay, read now, has this holder

@@ -177,19 +177,35 @@ def _fetch(cluster: ClusterConfig, topic: str, bounds: dict[tuple[str, int], tup
     return records
 
 
+# mirrorflow's own state topics (plans, spans, history; and the leases' log, which is
+# time-bounded) get records every run, and tombstones for what a run retires. The log
+# cleaner compacts (and retention deletes) only rolled segments, which Kafka rolls after 7
+# days (or 1 GiB) by default: until then each run's first read of a topic fetched every
+# record the flow wrote there since (for a flow of 1,000 partitions, a plan, its result and
+# its proof of about 150 bytes a range each, before compression, every run). Rolled every
+# 10 minutes, a topic holds about its live keys plus 10 minutes of runs.
+STATE_SEGMENT_MS = 10 * 60 * 1000
+
+
 @dataclass(frozen=True)
 class CompactedTopic:
-    """A compacted topic read as a map: the newest value of every key, tombstones removed."""
+    """A compacted topic read as a map: the newest value of every key, tombstones removed.
+    ``segment_ms``: the topic's ``segment.ms`` when this creates it (mirrorflow's own
+    topics: :data:`STATE_SEGMENT_MS`; MM2's keep the broker's default, as MM2 creates them)."""
 
     cluster: ClusterConfig
     topic: str
     partitions: int = 1
     replication_factor: int = 1
+    segment_ms: int | None = None
 
     def ensure(self) -> None:
         """Create the topic (compacted) unless it exists."""
+        config = {"cleanup.policy": "compact"}
+        if self.segment_ms is not None:
+            config["segment.ms"] = str(self.segment_ms)
         clients.ensure_topic(self.cluster, self.topic, self.partitions,
-                             self.replication_factor, config={"cleanup.policy": "compact"})
+                             self.replication_factor, config=config)
 
     def read(self) -> dict[bytes, bytes]:
         """Every key's newest value. A missing topic reads as empty."""

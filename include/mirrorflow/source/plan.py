@@ -28,7 +28,7 @@ from mirrorflow.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirrorflow.config.offset_reset import OffsetReset
 from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka import clients
-from mirrorflow.kafka.internal_topics import CompactedTopic
+from mirrorflow.kafka.internal_topics import STATE_SEGMENT_MS, CompactedTopic
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.lease import check_held
 from mirrorflow.plain import plain
@@ -209,7 +209,7 @@ class PlanStore:
     def __init__(self, config: MirrorConfig, flow: FlowConfig):
         self.flow = flow.name
         self.topic = CompactedTopic(config.cluster(flow.target), plans_topic(flow.source), 1,
-                                    flow.get("replication.factor"))
+                                    flow.get("replication.factor"), STATE_SEGMENT_MS)
 
     def require_pending(self, plan_id: str) -> None:
         """Raise :class:`PlanNotPendingError` unless ``plan_id`` is the pending plan, naming
