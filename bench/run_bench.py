@@ -256,7 +256,10 @@ class SourceOffsets:
         self.at: dict[tuple[str, int], int] = {}
 
     def done(self, topic: str, last: dict[int, int]) -> bool:
-        for msg in self.consumer.consume(10_000, 0.1):
+        # poll() returns with the first record (consume() would wait out its timeout
+        # unless 10,000 came: up to 100 ms added to MM2's time); then what is fetched.
+        first = self.consumer.poll(0.1)
+        for msg in [] if first is None else [first, *self.consumer.consume(10_000, 0)]:
             if msg.error() is None and msg.key() and msg.value():
                 key = json.loads(msg.key())
                 if key[0] == "MirrorSourceConnector":
