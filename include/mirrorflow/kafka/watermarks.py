@@ -59,28 +59,32 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
     admin = clients.admin_client(cluster)
     deadline = time.monotonic() + timeout
     found: dict[str, dict[TopicPart, int]] = {"low": {}, "high": {}}
-    for name, spec in (("low", OffsetSpec.earliest()), ("high", OffsetSpec.latest())):
-        pending = list(wanted)
-        while pending:
-            futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in pending},
-                                         isolation_level=level, request_timeout=timeout)
-            pending, stale = [], False
-            for tp, future in futures.items():
+    specs = {"low": OffsetSpec.earliest(), "high": OffsetSpec.latest()}
+    # Both requests are sent before either answer is awaited: a probe costs one round trip
+    # to each leader, not two (one per watermark), which counts on a remote cluster.
+    pending: dict[str, list[TopicPart]] = {"low": list(wanted), "high": list(wanted)}
+    while pending["low"] or pending["high"]:
+        futures = {name: admin.list_offsets({TopicPartition(t, p): specs[name] for t, p in tps},
+                                            isolation_level=level, request_timeout=timeout)
+                   for name, tps in pending.items() if tps}
+        pending, stale = {"low": [], "high": []}, False
+        for name, answers in futures.items():
+            for tp, future in answers.items():
                 try:
                     found[name][(tp.topic, tp.partition)] = future.result(timeout).offset
                 except KafkaException as exc:
                     # Leadership settling (a new topic, a restarted broker) is retried.
                     if exc.args[0].code() in settling and time.monotonic() < deadline:
-                        pending.append((tp.topic, tp.partition))
+                        pending[name].append((tp.topic, tp.partition))
                         stale |= exc.args[0].code() in epochs
                         continue
                     raise WatermarkError(
                         f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}): cannot "
                         f"list the offsets of {tp.topic}[{tp.partition}]: "
                         f"{exc.args[0].str()}") from None
-            if stale:  # its metadata, not the broker, is behind
-                admin = clients.renewed_admin_client(cluster)
-            if pending:
-                time.sleep(0.1)
+        if stale:  # its metadata, not the broker, is behind
+            admin = clients.renewed_admin_client(cluster)
+        if pending["low"] or pending["high"]:
+            time.sleep(0.1)
     return {tp: Watermarks(found["low"][tp], max(found["high"][tp], found["low"][tp]))
             for tp in wanted}
