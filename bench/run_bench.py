@@ -45,6 +45,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorflow.dev import connect_server
 from mirrorflow.dev.local_mm2 import MirrorMaker
 from mirrorflow.dev.localcluster import free_port, running_clusters
+from mirrorflow.kafka import clients
 from mirrorflow.run import RunResult, run_cycle
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
@@ -256,10 +257,9 @@ class SourceOffsets:
         self.at: dict[tuple[str, int], int] = {}
 
     def done(self, topic: str, last: dict[int, int]) -> bool:
-        # poll() returns with the first record (consume() would wait out its timeout
-        # unless 10,000 came: up to 100 ms added to MM2's time); then what is fetched.
-        first = self.consumer.poll(0.1)
-        for msg in [] if first is None else [first, *self.consumer.consume(10_000, 0)]:
+        # As each record comes (consume() would wait out its timeout unless 10,000 came:
+        # up to 100 ms added to MM2's time).
+        for msg in clients.take(self.consumer, 0.1):
             if msg.error() is None and msg.key() and msg.value():
                 key = json.loads(msg.key())
                 if key[0] == "MirrorSourceConnector":

@@ -101,8 +101,12 @@ def test_reads_in_one_context_fetch_only_what_is_new(two_clusters: dict[str, str
     # A spy (the real fetch runs): which offsets each read asked the broker for.
     fetched: list[dict] = []
     real = internal_topics._fetch
-    monkeypatch.setattr(internal_topics, "_fetch", lambda cluster, name, bounds, timeout: (
-        fetched.append(dict(bounds)), real(cluster, name, bounds, timeout))[1])
+
+    def fetch(cluster, name, bounds, timeout):
+        fetched.append(dict(bounds))
+        return real(cluster, name, bounds, timeout)
+
+    monkeypatch.setattr(internal_topics, "_fetch", fetch)
     with internal_topics.incremental_reads():
         topic.write([(b"k%d" % i, b"v%d" % i) for i in range(6)])
         assert topic.read() == {b"k%d" % i: b"v%d" % i for i in range(6)}

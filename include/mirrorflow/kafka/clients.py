@@ -251,6 +251,14 @@ def consumer(cluster: ClusterConfig, **extra: Any):
                       f"cluster {cluster.alias!r}, consumer")
 
 
+def take(consumer, timeout: float) -> list:
+    """The messages ``consumer`` has for its caller now: waits up to ``timeout`` for the
+    first, then takes what it already fetched without waiting. (``consume(n, timeout)``
+    waits out its whole timeout unless ``n`` messages arrive.)"""
+    first = consumer.poll(timeout)
+    return [] if first is None else [first, *consumer.consume(10_000, timeout=0)]
+
+
 class TopicCreationError(MirrorflowError):
     """The cluster refused to create a topic mirrorflow needs."""
 

@@ -157,12 +157,7 @@ def _fetch(cluster: ClusterConfig, topic: str, bounds: dict[tuple[str, int], tup
             if time.monotonic() > deadline:
                 raise InternalTopicError(f"cluster {cluster.alias!r}: reading {topic} did not "
                                          f"reach its end within {timeout:.0f}s")
-            # consume() waits out its whole timeout unless num_messages arrive (50 ms a
-            # call, two or more a read); poll() returns with the first message, and what
-            # the consumer holds already is then taken without waiting.
-            first = consumer.poll(0.05)
-            batch = [] if first is None else [first, *consumer.consume(10_000, timeout=0)]
-            for msg in batch:
+            for msg in clients.take(consumer, 0.05):
                 tp = (msg.topic(), msg.partition())
                 err = msg.error()
                 if err is not None and err.code() != KafkaError._PARTITION_EOF:
