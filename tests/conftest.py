@@ -62,6 +62,22 @@ def reports_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
+@pytest.fixture(autouse=True)
+def logging_as_found() -> Iterator[None]:
+    """Undo what a test's in-process ``mirrorflow`` command did to logging: its
+    ``basicConfig`` handler writes to the stderr pytest captured for that test, which is
+    closed by the time a later test logs."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    chatter = logging.getLogger("mirrorflow.librdkafka")
+    chatter_level = chatter.level
+    yield
+    for handler in set(root.handlers) - set(handlers):
+        root.removeHandler(handler)
+    root.setLevel(level)
+    chatter.setLevel(chatter_level)
+
+
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """A migrated Airflow metadata database (SQLite) with mirrorflow's Spark pool."""

@@ -244,7 +244,7 @@ def test_two_runs_at_once_one_waits_or_fails_never_both(brokers, tmp_path: Path)
 
 def test_malformed_internal_records_are_skipped_with_warnings(
         spark, brokers, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
     from mirrorflow.source import offset_syncs
 
@@ -256,11 +256,15 @@ def test_malformed_internal_records_are_skipped_with_warnings(
                        "emit.checkpoints.interval.seconds = 0\n")
     config = load_config(path)
     flow = config.flow("a->b")
-    run_cycle(path, "a->b", run_id="run-1", spark=spark)
-    group = Consumer({"bootstrap.servers": a, "group.id": "billing"})
-    group.commit(offsets=[TopicPartition("orders", 0, 20)], asynchronous=False)
-    group.close()
+    def commit(offset: int) -> None:
+        group = Consumer({"bootstrap.servers": a, "group.id": "billing"})
+        group.commit(offsets=[TopicPartition("orders", 0, offset)], asynchronous=False)
+        group.close()
+
+    commit(20)
+    run_cycle(path, "a->b", run_id="run-1", spark=spark)  # creates every topic below
     garbage = [(b"\x00\x01", b"\xff"), (None, b"not json"), (b"k", None), (b"x" * 3, b"{")]
+    refused: dict[str, list] = {}
     for bootstrap, topic in ((a, "mm2-offset-syncs.b.internal"), (b, "mm2-offsets.a.internal"),
                              (b, "a.checkpoints.internal"), (b, "mirrorflow-leases.internal"),
                              (b, "mirrorflow-plans.a.internal"), (a, "heartbeats"),
@@ -268,20 +272,28 @@ def test_malformed_internal_records_are_skipped_with_warnings(
                              (b, "mirrorflow-history.a.internal")):
         producer = Producer({"bootstrap.servers": bootstrap})
         for key, value in garbage:
-            if key is None and topic == "heartbeats":
-                continue  # its remote topic is compacted, as MM2 creates it: a key is required
-            producer.produce(topic, key=key, value=value)
-        assert producer.flush(60) == 0, topic  # every piece of garbage is there to be read
+            # One record a batch: the broker refuses a whole batch for one keyless record
+            # in a compacted topic, which took the record after it down too.
+            producer.produce(topic, key=key, value=value, on_delivery=lambda err, msg, t=topic:
+                             err and refused.setdefault(t, []).append((msg.key(), err.code())))
+            assert producer.flush(60) == 0, topic
+    # Kafka keeps keyless records out of compacted topics: only the leases' log (time-bounded)
+    # can hold one; every other piece of garbage is there to be read.
+    assert refused == {t: [(None, KafkaError.INVALID_RECORD)] for t in (
+        "mm2-offset-syncs.b.internal", "mm2-offsets.a.internal", "a.checkpoints.internal",
+        "mirrorflow-plans.a.internal", "heartbeats", "mirrorflow-spans.a.internal",
+        "mirrorflow-history.a.internal")}
     produce(a, "orders", varied_records(10, 40), 1)
+    commit(30)
     with caplog.at_level(logging.WARNING):
         result = run_cycle(path, "a->b", run_id="run-2", spark=spark)
-        assert result.checkpoints >= 1
+        assert result.checkpoints == 1
         assert offset_syncs.read(config, flow)
     # The garbage in ``heartbeats`` is mirrored too, as MM2 mirrors any record there.
     assert sum(p.records for p in result.partitions if p.topic == "orders") == 10
     assert positions(path)[("orders", 0)] == 49
     assert latest_checkpoints(config.cluster("b"), "a", flow.policy())[
-        ("billing", "a.orders", 0)].upstream_offset == 20
+        ("billing", "a.orders", 0)].upstream_offset == 30
     assert ("mm2-offsets.a.internal: skipped a record that is not an MM2 source offset: "
             "b'xxx'") in caplog.text
 

@@ -179,6 +179,8 @@ def open_transactions(bootstrap: str) -> list[str]:
     int32, status int8 (tagged fields come last), as Kafka's TransactionLogValue.json."""
     import struct
 
+    from mirrorflow.kafka.clients import take
+
     offsets, status = _TRANSACTIONS.setdefault(bootstrap, ({}, {}))
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = admin.list_topics("__transaction_state", timeout=10).topics.get("__transaction_state")
@@ -190,7 +192,7 @@ def open_transactions(bootstrap: str) -> list[str]:
     consumer.assign([TopicPartition("__transaction_state", p, offsets.get(p, -2)) for p in parts])
     pending = set(parts)
     while pending:
-        for msg in consumer.consume(10_000, timeout=1):
+        for msg in take(consumer, 1):  # consume(n, 1) would wait out its second each call
             if msg.error() is not None:
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     pending.discard(msg.partition())
