@@ -208,3 +208,26 @@ def test_a_state_write_fenced_by_a_sibling_fences_again_and_logs_no_error(
     assert fenced and {r.levelno for r in fenced} == {logging.INFO}
     assert [r.getMessage() for r in caplog.records if r.name.startswith("mirrorflow")
             and r.levelno >= logging.WARNING and "fenced" in r.getMessage()] == []
+
+
+def test_a_fenced_write_is_readable_when_it_returns(two_clusters: dict[str, str],
+                                                     tmp_path: Path) -> None:
+    """The coordinator answers a commit before it writes the transaction's markers, so a
+    read_committed read right after could stop short of it (an operator's reset dropped a
+    plan that the same task then read back as pending). Each write, read at once: always
+    there, in every partition it touched."""
+    from mirrorflow.kafka.internal_topics import CompactedTopic
+
+    config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
+                                     "a->b.enabled = true"))
+    store = CompactedTopic(config.cluster("b"), "mirrorflow-visible.internal", partitions=4)
+    store.ensure()
+    short = []
+    with FlowLease(config, config.flow("a->b"), "one-run"):
+        for i in range(100):
+            records = [(f"key-{i}-{k}".encode(), b"v") for k in range(8)]
+            store.write(records)
+            seen = store.read()
+            short += [i] if any(key not in seen for key, _ in records) else []
+    assert short == []
+    assert len(store.read()) == 800

@@ -41,8 +41,8 @@ reads the fenced history on the target), and the source needs no transactional g
 **A DAG run owns the flow from its first task to its last** (issue 37): the DAG's
 ``claim_flow`` sensor adds the run's *run hold* (holder ``run``, lapsing
 ``mirrorflow.lease.run.timeout.seconds`` after the run's last task let go), every task
-of the run joins it, and ``release_flow`` (run whatever the other tasks' outcome)
-releases it. A run that finds the flow owned by another live run waits in the sensor,
+of the run joins it, and its last task, ``report`` (run whatever the other tasks'
+outcome), releases it. A run that finds the flow owned by another live run waits in the sensor,
 rescheduled, holding no worker slot.
 """
 
@@ -73,6 +73,7 @@ from mirrorflow.kafka.internal_topics import (
     read_log,
     unfenced,
 )
+from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.plain import plain
 
 log = logging.getLogger(__name__)
@@ -249,11 +250,20 @@ class StateFence:
             if self._producer is None:  # initialised again, and refused: unfenced
                 topic.write_unfenced(records, timeout, headers)
                 return
+            ends: dict[int, int] = {}  # partition -> offset after its last record
+
+            def landed(err, msg, ends=ends) -> None:
+                if err is None:
+                    ends[msg.partition()] = max(ends.get(msg.partition(), 0), msg.offset() + 1)
+
             try:
                 self._producer.begin_transaction()
                 for key, value in records:
-                    self._producer.produce(topic.topic, key=key, value=value, headers=headers)
+                    self._producer.produce(topic.topic, key=key, value=value, headers=headers,
+                                           on_delivery=landed)
                 self._producer.commit_transaction(timeout)
+                self._producer.poll(0)  # the delivery reports of what the commit flushed
+                _await_committed(topic.cluster, topic.topic, ends, timeout)
                 return
             except KafkaException as exc:
                 error = exc.args[0]
@@ -282,6 +292,24 @@ class StateFence:
                              f"{self.target.alias!r} was fenced {FENCE_ATTEMPTS} times in a "
                              "row; another holder keeps taking the flow, so nothing more is "
                              "written")
+
+
+def _await_committed(cluster: ClusterConfig, topic: str, ends: dict[int, int],
+                     timeout: float) -> None:
+    """Return once a ``read_committed`` reader sees a committed transaction's records up to
+    ``ends``. The coordinator answers the commit once it has logged it and writes the
+    markers that end the transaction in each partition afterwards: a read just after the
+    commit could stop short of it (a reset's dropped plan was read back as pending)."""
+    deadline = time.monotonic() + timeout
+    while ends:
+        marks = probe_watermarks(cluster, [(topic, p) for p in ends], timeout=timeout)
+        ends = {p: end for p, end in ends.items() if marks[(topic, p)].high < end}
+        if ends:
+            if time.monotonic() > deadline:
+                raise InternalTopicError(
+                    f"cluster {cluster.alias!r}: the committed write to {topic} partitions "
+                    f"{sorted(ends)} is not readable after {timeout:.0f}s")
+            time.sleep(0.005)
 
 
 def _fenced(error) -> bool:

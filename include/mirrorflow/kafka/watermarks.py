@@ -43,10 +43,11 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
 
     # A topic deleted and created again under the same name, or a restarted broker, leaves
     # clients with an old leader epoch (UNKNOWN_LEADER_EPOCH, FENCED_LEADER_EPOCH), and a
-    # partition just added is unknown to metadata cached before (_UNKNOWN_PARTITION):
-    # settling too, asked again through an admin client with fresh metadata.
+    # partition or topic just created is unknown to metadata cached before
+    # (_UNKNOWN_PARTITION; _NOENT: "No leaders found"): settling too, asked again through
+    # an admin client with fresh metadata.
     epochs = (KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH,
-              KafkaError._UNKNOWN_PARTITION)
+              KafkaError._UNKNOWN_PARTITION, KafkaError._NOENT)
     settling = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                  KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT,
                  KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, *epochs)
