@@ -97,18 +97,19 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
     full, bare = bag.dags["mirror__a__b"], bag.dags["mirror__c__a"]
     assert set(full.task_ids) == {
         "claim_flow", "plan", "mirror", "validate", "commit_and_sync_offsets", "checkpoint",
-        "await_heartbeat", "report", "check_lag", "sync_topic_metadata", "release_flow"}
+        "await_heartbeat", "report", "sync_topic_metadata"}
     assert set(bare.task_ids) == {"claim_flow", "plan", "mirror", "validate",
-                                  "commit_and_sync_offsets", "release_flow", "report",
-                                  "check_lag"}
-    # The run owns the flow from claim_flow to release_flow, which runs whatever the
-    # state-writing tasks did and waits for all of them.
+                                  "commit_and_sync_offsets", "report"}
+    # The run owns the flow from claim_flow to report, which runs whatever the
+    # other tasks did and waits for all of them.
     assert full.get_task("claim_flow").downstream_task_ids == {"plan"}
     assert bare.get_task("claim_flow").downstream_task_ids == {"plan"}
     assert full.get_task("claim_flow").mode == "reschedule"
-    assert full.get_task("release_flow").trigger_rule == "all_done"
-    assert full.get_task("release_flow").upstream_task_ids == {
-        "commit_and_sync_offsets", "checkpoint", "sync_topic_metadata"}
+    assert full.get_task("report").trigger_rule == "all_done"
+    assert full.get_task("report").upstream_task_ids == {
+        "commit_and_sync_offsets", "checkpoint", "sync_topic_metadata", "await_heartbeat"}
+    assert full.get_task("report").downstream_task_ids == set()
+    assert bare.get_task("report").upstream_task_ids == {"commit_and_sync_offsets"}
     assert full.get_task("validate").downstream_task_ids == {"commit_and_sync_offsets"}
     assert full.get_task("checkpoint").upstream_task_ids == {"commit_and_sync_offsets"}
     sensed = full.get_task("await_heartbeat")

@@ -67,14 +67,11 @@ def _leased(config_file: str, flow_name: str, run_id: str
         yield config, flow
 
 
-def release_flow(config_file: str, flow_name: str, run_id: str,
-                 params: dict | None = None) -> None:
-    """The run lets go of its flow (after its last state-writing task, whatever their
-    outcome), so the next run's ``claim_flow`` goes on at once. A dry run held nothing."""
+def _release(config_file: str, flow_name: str, run_id: str) -> None:
+    """The run lets go of its flow (its state-writing tasks are done, whatever their
+    outcome), so the next run's ``claim_flow`` goes on at once."""
     from mirrorflow.lease import FlowLease
 
-    if (params or {}).get("dry_run"):
-        return
     config = load_config(config_file)
     FlowLease(config, config.flow(flow_name), run_id).release_run()
 
@@ -220,18 +217,33 @@ def sync_topic_metadata(config_file: str, flow_name: str, run_id: str) -> dict:
 
 def report(config_file: str, flow_name: str, run_id: str, params: dict | None = None,
            ti=None, dag_run=None) -> dict:
-    """The run's summary and the flow's metrics, whatever the other tasks did. After a
-    commit: the commit's result, the validation, what the other tasks returned and the lag
-    after the run. After a failure: the report the failed step wrote (if any), marked
-    failed, with the lag and heartbeat age measured now, so that they keep rising in the
-    metrics while runs fail. Alert limits are checked by ``check_lag``."""
+    """The run's last task, whatever the others did: it lets go of the flow, writes the
+    run's summary and the flow's metrics, then fails where the run must.
+
+    After a commit the summary holds the commit's result, the validation, what the other
+    tasks returned and the lag after the run. After a failure: the report the failed step
+    wrote (if any), marked failed, with the lag and heartbeat age measured now, so that
+    they keep rising in the metrics while runs fail. It then fails, without retries,
+    naming flow, partition and limit, past ``mirrorflow.alert.*``, and after a failed run:
+    one that failed before its commit, and one whose later task failed (a checkpoint, a
+    metadata sync, a heartbeat that never arrived), which would otherwise end green behind
+    this task's ``all_done``. (One task, not three: a task costs a scheduler round and a
+    task process, a second or more of every run.)"""
     from airflow.sdk.exceptions import AirflowSkipException
 
+    if (params or {}).get("dry_run"):
+        raise AirflowSkipException("dry run: nothing held, nothing to report")
+    _release(config_file, flow_name, run_id)
+    summary = _summary(config_file, flow_name, run_id, ti, dag_run)
+    _check(flow_name, run_id, summary, ti)
+    return summary
+
+
+def _summary(config_file: str, flow_name: str, run_id: str, ti, dag_run) -> dict:
+    """Write the run's report and metrics; return the summary in brief, with its alerts."""
     from mirrorflow.quality import metrics, reports
     from mirrorflow.source.plan import PlanStore
 
-    if (params or {}).get("dry_run"):
-        raise AirflowSkipException("dry run: nothing to report")
     config = load_config(config_file)
     flow = config.flow(flow_name)
     committed = received(flow_name, run_id, "commit_and_sync_offsets", ti)
@@ -262,7 +274,7 @@ def report(config_file: str, flow_name: str, run_id: str, params: dict | None = 
 
 
 def _for_check(flow: FlowConfig, summary: dict) -> dict:
-    """The report task's XCom: the summary in brief, with the alerts ``check_lag`` raises
+    """The report task's XCom: the summary in brief, with the alerts the task fails on
     (computed here, from the whole summary)."""
     from mirrorflow.quality import metrics
 
@@ -285,43 +297,29 @@ def _failed_report(config: MirrorConfig, flow: FlowConfig, run_id: str) -> dict:
     return _for_check(flow, summary)
 
 
-def check_lag(config_file: str, flow_name: str, run_id: str, params: dict | None = None,
-              ti=None) -> None:
-    """Fail, naming flow, partition and limit, past ``mirrorflow.alert.*``, also after a
-    failed run (its lag and heartbeat age measured by ``report``); a failed run fails here
-    too, so the DAG run stays failed: one that failed before its commit, and one whose
-    later task failed (a checkpoint, a metadata sync, a heartbeat that never arrived),
-    which would otherwise end green behind this task's ``all_done``."""
-    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+def _check(flow_name: str, run_id: str, summary: dict, ti) -> None:
+    """Fail (no retry: the summary is written) after a failed run, or past an alert."""
+    from airflow.sdk.exceptions import AirflowFailException
 
-    from mirrorflow.quality import metrics
-
-    if (params or {}).get("dry_run"):
-        raise AirflowSkipException("dry run: nothing to check")
-    summary = ti.xcom_pull(task_ids="report") if ti is not None else None
-    if summary is None:
-        raise AirflowFailException(f"flow {flow_name}: the run wrote no report; see the "
-                                   "report task's log")
     found = summary.get("alerts", [])
     if summary.get("failed"):
         raise AirflowFailException("\n".join([f"flow {flow_name}: the run failed before its "
                                               "commit (see its failed task)", *found]))
-    failed = _failed_tasks(ti, run_id)
+    failed = _failed_tasks(ti, run_id) if ti is not None else []
     if failed:
         which = (f"task {failed[0]} failed (see its log)" if len(failed) == 1
                  else f"tasks {', '.join(failed)} failed (see their logs)")
         raise AirflowFailException("\n".join([f"flow {flow_name}: the run committed, but its "
                                               f"{which}", *found]))
     if found:
-        raise metrics.LagAlertError("\n".join(found))
+        raise AirflowFailException("\n".join(found))
 
 
 def _failed_tasks(ti, run_id: str) -> list[str]:
-    """The run's tasks that failed, or did not run because an upstream one failed
-    (``release_flow``, which runs beside ``report``, is a leaf of its own)."""
+    """The run's tasks that failed, or did not run because an upstream one failed."""
     states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[run_id]).get(run_id, {})
     return sorted(task for task, state in states.items()
-                  if state in ("failed", "upstream_failed") and task != "release_flow")
+                  if state in ("failed", "upstream_failed"))
 
 
 # --------------------------------------------------------------------------- the DAG
@@ -393,7 +391,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             poke_interval=CLAIM_POKE_S, timeout=CLAIM_TIMEOUT_S,
             deferrable=_default_deferrable(),
             doc_md="Both clusters answer (else it fails naming the cluster); then this run "
-                   "takes the flow for itself until release_flow; while another live run "
+                   "takes the flow for itself until its report lets go; while another live run "
                    "of the flow owns it (a backfill, a manual trigger, another deployment), "
                    "it waits here, rescheduled, holding no worker slot.")
         planned = task(task_id="plan",
@@ -420,7 +418,6 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                          doc_md="Emit offset syncs, then commit positions (MM2's offset store).")(
             commit_and_sync_offsets)(path, name, planned)
         last = [committed]
-        writers = [committed]  # the tasks that write state after the plan
         if heartbeats.senses(config, flow):
             sensed = HeartbeatSensor(
                 task_id="await_heartbeat",
@@ -440,7 +437,6 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                                        "checkpoint connector).")(checkpoint)(path, name)
             committed >> checkpointed
             last.append(checkpointed)
-            writers.append(checkpointed)
         if flow.get("sync.topic.configs.enabled") or flow.get("sync.topic.acls.enabled"):
             metadata = task(task_id="sync_topic_metadata",
                             doc_md="Topic configs and READ ACLs to the remote topics (MM2's "
@@ -448,22 +444,15 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                 sync_topic_metadata)(path, name)
             planned >> metadata
             last.append(metadata)
-            writers.append(metadata)
-        released = task(task_id="release_flow", trigger_rule="all_done",
-                        doc_md="The run lets go of the flow, whatever its other tasks did.")(
-            release_flow)(path, name)
-        writers >> released
         summary = task(task_id="report", trigger_rule="all_done",
-                       doc_md="The run's summary, the flow's report index and metrics, "
-                              "also after a failure (the lag and heartbeat age measured "
-                              "then).")(report)(path, name)
+                       doc_md="Whatever the other tasks did: the run lets go of the flow, "
+                              "writes its summary, the flow's report index and metrics (the "
+                              "lag and heartbeat age measured now), then fails past "
+                              "mirrorflow.alert.max.lag.records or "
+                              "mirrorflow.alert.max.heartbeat.age.ms, and after a run that "
+                              "failed before its commit or has a failed task.")(
+            report)(path, name)
         last >> summary
-        lagged = task(task_id="check_lag", trigger_rule="all_done",
-                      doc_md="Fails past mirrorflow.alert.max.lag.records or "
-                             "mirrorflow.alert.max.heartbeat.age.ms, and after a run that "
-                             "failed before its commit or has a failed task.")(
-            check_lag)(path, name)
-        summary >> lagged
     return dag
 
 

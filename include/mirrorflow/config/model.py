@@ -409,7 +409,7 @@ _SPECS = [
         "mirrorflow.lease.run.timeout.seconds",
         "900",
         _as_positive_int,
-        "A DAG run owns its flow from claim_flow to release_flow; between its tasks the "
+        "A DAG run owns its flow from claim_flow to its report task; between its tasks the "
         "ownership lapses this long after the last task let go (a run killed hard).",
         origin="mirrorflow",
     ),
@@ -487,16 +487,16 @@ _SPECS = [
         "mirrorflow.alert.max.lag.records",
         "-1",
         _as_int,
-        "Fail the run's check_lag task when a partition lags more records than this after "
-        "the run (-1 = off).",
+        "Fail the run's report task (after the report is written) when a partition lags "
+        "more records than this after the run (-1 = off).",
         origin="mirrorflow",
     ),
     PropertySpec(
         "mirrorflow.alert.max.heartbeat.age.ms",
         "-1",
         _as_int,
-        "Fail the run's check_lag task when the newest heartbeat on the target is older "
-        "(-1 = off).",
+        "Fail the run's report task (after the report is written) when the newest "
+        "heartbeat on the target is older (-1 = off).",
         origin="mirrorflow",
     ),
     PropertySpec(
