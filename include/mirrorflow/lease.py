@@ -68,12 +68,12 @@ from mirrorflow.kafka.internal_topics import (
     Headers,
     InternalTopicError,
     Records,
+    await_readable,
     fenced_by,
     incremental_reads,
     read_log,
     unfenced,
 )
-from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.plain import plain
 
 log = logging.getLogger(__name__)
@@ -263,7 +263,7 @@ class StateFence:
                                            on_delivery=landed)
                 self._producer.commit_transaction(timeout)
                 self._producer.poll(0)  # the delivery reports of what the commit flushed
-                _await_committed(topic.cluster, topic.topic, ends, timeout)
+                await_readable(topic.cluster, topic.topic, ends, timeout)
                 return
             except KafkaException as exc:
                 error = exc.args[0]
@@ -292,24 +292,6 @@ class StateFence:
                              f"{self.target.alias!r} was fenced {FENCE_ATTEMPTS} times in a "
                              "row; another holder keeps taking the flow, so nothing more is "
                              "written")
-
-
-def _await_committed(cluster: ClusterConfig, topic: str, ends: dict[int, int],
-                     timeout: float) -> None:
-    """Return once a ``read_committed`` reader sees a committed transaction's records up to
-    ``ends``. The coordinator answers the commit once it has logged it and writes the
-    markers that end the transaction in each partition afterwards: a read just after the
-    commit could stop short of it (a reset's dropped plan was read back as pending)."""
-    deadline = time.monotonic() + timeout
-    while ends:
-        marks = probe_watermarks(cluster, [(topic, p) for p in ends], timeout=timeout)
-        ends = {p: end for p, end in ends.items() if marks[(topic, p)].high < end}
-        if ends:
-            if time.monotonic() > deadline:
-                raise InternalTopicError(
-                    f"cluster {cluster.alias!r}: the committed write to {topic} partitions "
-                    f"{sorted(ends)} is not readable after {timeout:.0f}s")
-            time.sleep(0.005)
 
 
 def _fenced(error) -> bool:

@@ -134,6 +134,24 @@ def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[
     return [r for p in sorted(known.records) for r in known.records[p]]
 
 
+def await_readable(cluster: ClusterConfig, topic: str, ends: dict[int, int],
+                   timeout: float) -> None:
+    """Return once a ``read_committed`` reader sees a committed transaction's records up to
+    ``ends``. The coordinator answers the commit once it has logged it and writes the
+    markers that end the transaction in each partition afterwards: a read just after the
+    commit could stop short of it (a reset's dropped plan was read back as pending)."""
+    deadline = time.monotonic() + timeout
+    while ends:
+        marks = probe_watermarks(cluster, [(topic, p) for p in ends], timeout=timeout)
+        ends = {p: end for p, end in ends.items() if marks[(topic, p)].high < end}
+        if ends:
+            if time.monotonic() > deadline:
+                raise InternalTopicError(
+                    f"cluster {cluster.alias!r}: the committed write to {topic} partitions "
+                    f"{sorted(ends)} is not readable after {timeout:.0f}s")
+            time.sleep(0.005)
+
+
 def _fetch(cluster: ClusterConfig, topic: str, bounds: dict[tuple[str, int], tuple[int, int]],
            timeout: float) -> list[LogRecord]:
     """The records of ``topic``'s partitions from each one's start to its end (the
