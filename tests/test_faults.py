@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
+from helpers.kafka import commit, config_file, create_topic, produce, read_partition, varied_records
 from mirrorflow.checkpoint.remote import latest_checkpoints
 from mirrorflow.config.model import load_config
 from mirrorflow.dev.localcluster import start
@@ -244,7 +244,7 @@ def test_two_runs_at_once_one_waits_or_fails_never_both(brokers, tmp_path: Path)
 
 def test_malformed_internal_records_are_skipped_with_warnings(
         spark, brokers, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+    from confluent_kafka import KafkaError, Producer
 
     from mirrorflow.source import offset_syncs
 
@@ -256,15 +256,15 @@ def test_malformed_internal_records_are_skipped_with_warnings(
                        "emit.checkpoints.interval.seconds = 0\n")
     config = load_config(path)
     flow = config.flow("a->b")
-    def commit(offset: int) -> None:
-        group = Consumer({"bootstrap.servers": a, "group.id": "billing"})
-        group.commit(offsets=[TopicPartition("orders", 0, offset)], asynchronous=False)
-        group.close()
-
-    commit(20)
+    commit(a, "billing", "orders", {0: 20})
     run_cycle(path, "a->b", run_id="run-1", spark=spark)  # creates every topic below
     garbage = [(b"\x00\x01", b"\xff"), (None, b"not json"), (b"k", None), (b"x" * 3, b"{")]
     refused: dict[str, list] = {}
+
+    def delivered(err, msg) -> None:
+        if err is not None:
+            refused.setdefault(msg.topic(), []).append((msg.key(), err.code()))
+
     for bootstrap, topic in ((a, "mm2-offset-syncs.b.internal"), (b, "mm2-offsets.a.internal"),
                              (b, "a.checkpoints.internal"), (b, "mirrorflow-leases.internal"),
                              (b, "mirrorflow-plans.a.internal"), (a, "heartbeats"),
@@ -274,8 +274,7 @@ def test_malformed_internal_records_are_skipped_with_warnings(
         for key, value in garbage:
             # One record a batch: the broker refuses a whole batch for one keyless record
             # in a compacted topic, which took the record after it down too.
-            producer.produce(topic, key=key, value=value, on_delivery=lambda err, msg, t=topic:
-                             err and refused.setdefault(t, []).append((msg.key(), err.code())))
+            producer.produce(topic, key=key, value=value, on_delivery=delivered)
             assert producer.flush(60) == 0, topic
     # Kafka keeps keyless records out of compacted topics: only the leases' log (time-bounded)
     # can hold one; every other piece of garbage is there to be read.
@@ -284,7 +283,7 @@ def test_malformed_internal_records_are_skipped_with_warnings(
         "mirrorflow-plans.a.internal", "heartbeats", "mirrorflow-spans.a.internal",
         "mirrorflow-history.a.internal")}
     produce(a, "orders", varied_records(10, 40), 1)
-    commit(30)
+    commit(a, "billing", "orders", {0: 30})
     with caplog.at_level(logging.WARNING):
         result = run_cycle(path, "a->b", run_id="run-2", spark=spark)
         assert result.checkpoints == 1

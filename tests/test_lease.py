@@ -228,6 +228,7 @@ def test_a_fenced_write_is_readable_when_it_returns(two_clusters: dict[str, str]
             records = [(f"key-{i}-{k}".encode(), b"v") for k in range(8)]
             store.write(records)
             seen = store.read()
-            short += [i] if any(key not in seen for key, _ in records) else []
+            if any(key not in seen for key, _ in records):
+                short.append(i)
     assert short == []
     assert len(store.read()) == 800
