@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,6 +117,65 @@ def test_a_submit_after_a_connect_session_in_the_same_process(two_clusters, tmp_
     assert result.records == 20 and result.validation["success"]
     assert read_partition(b, "a.orders", 0) == read_partition(a, "orders", 0)
     assert os.environ["SPARK_REMOTE"] == "sc://127.0.0.1:1"  # the process keeps its marks
+
+
+_SESSION_PROBE = """
+import json, logging, sys
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+from mirrorflow.config.model import load_config
+from mirrorflow.spark.session import flow_session_key, get_session
+config = load_config(sys.argv[1])
+flow = config.flow(sys.argv[2])
+session = get_session(flow.get("mirrorflow.spark.master"),
+                      session_key=flow_session_key(config, flow))
+seen = session.conf.get("spark.mirrorflow.test.mark", None)
+session.conf.set("spark.mirrorflow.test.mark", sys.argv[3])
+if sys.argv[4:] == ["release"]:
+    session.stop()
+print(json.dumps({"id": session.session_id, "seen": seen,
+                  "count": session.range(3).count() if sys.argv[4:] != ["release"] else 3}))
+"""
+
+
+def test_a_flows_runs_share_one_connect_session_across_processes(server, two_clusters,
+                                                                  tmp_path: Path) -> None:
+    """Each Airflow task and each ``mirrorflow run`` is a process of its own; the runs of
+    one flow attach to one Connect session (and so to its Python workers), one that names
+    it (a mark set in the session) and no other flow's; a session closed on the server
+    gives way to a new one."""
+    from mirrorflow.spark.session import SESSION_ROTATION_S, flow_session_url
+
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       f"b->a.enabled = true\nmirrorflow.spark.master = {server.url}\n")
+
+    def probe(flow: str, mark: str, *release: str) -> tuple[dict, str]:
+        done = subprocess.run([sys.executable, "-c", _SESSION_PROBE, str(path), flow, mark,
+                               *release], capture_output=True, text=True, check=False,
+                              timeout=120, env={**os.environ})
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout), done.stderr
+
+    left = SESSION_ROTATION_S - time.time() % SESSION_ROTATION_S
+    if left < 60:  # the probes share one window of ids
+        time.sleep(left + 1)
+    first, _ = probe("a->b", "first")
+    second, _ = probe("a->b", "second", "release")
+    other, _ = probe("b->a", "other")
+    assert second == {"id": first["id"], "seen": "first", "count": 3}
+    assert other["id"] != first["id"] and other["seen"] is None
+    # The server refuses a released session's id: the next run opens a new session.
+    after, log = probe("a->b", "after")
+    assert after["id"] != first["id"] and after["seen"] is None and after["count"] == 3
+    assert (f"the Spark Connect session of {server.url}/ is closed; this run opens a new "
+            "one") in log
+    # The id: fixed within a window, another in the next; a URL's own id and settings kept.
+    at = 1_000 * SESSION_ROTATION_S
+    url = flow_session_url("sc://h:15002/;token=t", "k", at)
+    assert url.startswith("sc://h:15002/;session_id=") and url.endswith(";token=t")
+    assert flow_session_url("sc://h:15002/;token=t", "k", at + SESSION_ROTATION_S - 1) == url
+    assert flow_session_url("sc://h:15002/;token=t", "k", at + SESSION_ROTATION_S) != url
+    assert flow_session_url("sc://h:15002", "k", at) == url.replace(";token=t", "")
+    assert flow_session_url("sc://h:1/;session_id=x", "k", at) == "sc://h:1/;session_id=x"
 
 
 def test_a_connect_master_that_does_not_answer_fails_at_once_naming_it() -> None:

@@ -40,7 +40,7 @@ from mirrorflow.spark.job import (
     run_steps,
 )
 from mirrorflow.spark.mirror import MirrorJobError
-from mirrorflow.spark.session import get_session, is_connect
+from mirrorflow.spark.session import flow_session_key, get_session, is_connect
 from mirrorflow.spark.submit import classic_environment, driver_class_archive, submit_command
 
 log = logging.getLogger(__name__)
@@ -366,7 +366,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         if plan.ranges:
             with WriteProgress(config, flow, plan, progress):
                 if spark is None and is_connect(master):
-                    spark = get_session(master)
+                    spark = get_session(master, session_key=flow_session_key(config, flow))
                 if spark is not None:
                     result, validation = run_steps(spark, config, flow, plan, run_id=run_id)
                 else:

@@ -74,11 +74,12 @@ class MirrorJobOperator(BaseOperator):
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
         from mirrorflow.spark.job import run_steps
-        from mirrorflow.spark.session import get_session
+        from mirrorflow.spark.session import flow_session_key, get_session
 
         url = SparkConnectHook(conn_id=self.conn_id).get_connection_url()
         self.log.info("mirroring plan %s on the Spark Connect server %s", plan.plan_id, url)
-        _, validation = run_steps(get_session(url), config, flow, plan, run_id=self.run_id)
+        session = get_session(url, session_key=flow_session_key(config, flow))
+        _, validation = run_steps(session, config, flow, plan, run_id=self.run_id)
         if validation is not None:
             validation.wait_for_docs()
 

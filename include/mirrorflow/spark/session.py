@@ -10,12 +10,22 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import time
+import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import mirrorflow
 from mirrorflow import jvm
 from mirrorflow.errors import MirrorflowError
+
+if TYPE_CHECKING:
+    from mirrorflow.config.model import FlowConfig, MirrorConfig
+
+log = logging.getLogger(__name__)
 
 PACKAGE_DIR = Path(mirrorflow.__file__).resolve().parent
 
@@ -60,8 +70,45 @@ SESSION_CONF = ("spark.sql.execution.arrow.maxRecordsPerBatch",
                 "spark.sql.redaction.string.regex")
 
 
+# A flow's runs share one Spark Connect session for this long (flow_session_url): the
+# server keeps an idle session for spark.connect.session.manager.defaultSessionTimeout
+# (60 minutes by default) and refuses a closed one's id afterwards, so a flow moves on to
+# a new id well before its old one could have expired.
+SESSION_ROTATION_S = 30 * 60
+_SESSION_NAMESPACE = uuid.UUID("5f0c1e7a-3b2d-4d7e-9a41-6d8f0b2c9e13")
+_SESSION_CLOSED = "INVALID_HANDLE.SESSION_CLOSED"
+
+
 def is_connect(master: str) -> bool:
     return master.startswith("sc://")
+
+
+def flow_session_url(master: str, key: str, now: float | None = None) -> str:
+    """``master`` (an ``sc://`` URL) with the session id of ``key`` (a flow of a config:
+    :func:`flow_session_key`) for the current :data:`SESSION_ROTATION_S` window, unless
+    the URL names a session itself.
+
+    Each new Spark Connect session costs the server new Python workers, which import
+    pyarrow, confluent-kafka and mirrorflow afresh (about 2 CPU-seconds a run, measured,
+    and three processes left until the session expires), and the server's session
+    set-up. Every Airflow task and ``mirrorflow run`` is a process of its own, so without
+    a stable id each run would pay that; with it the runs of one flow (never two at once:
+    the flow's lease) reuse one session and its workers."""
+    if "session_id=" in master:
+        return master
+    window = int((time.time() if now is None else now) // SESSION_ROTATION_S)
+    session_id = uuid.uuid5(_SESSION_NAMESPACE, f"{key}/{window}")
+    base, sep, params = master.partition(";")
+    base = base if base.endswith("/") else base + "/"
+    return f"{base};session_id={session_id}" + (f";{params}" if sep else "")
+
+
+def flow_session_key(config: MirrorConfig, flow: FlowConfig) -> str:
+    """A flow's session key: its name and its clusters' bootstrap servers (no secret: the
+    session id is in the server's log), so that flows of two deployments that share a
+    server and a flow name keep apart."""
+    clusters = [config.cluster(alias).bootstrap_servers for alias in (flow.source, flow.target)]
+    return json.dumps([flow.name, *clusters])
 
 
 def connector_jars() -> list[str]:
@@ -140,23 +187,25 @@ def check_connect_server(master: str, timeout: float = 10.0) -> None:
             f"{exc.strerror or exc}") from None
 
 
-def get_session(master: str, app_name: str = "mirrorflow"):
-    """A SparkSession on ``master``: a Spark Connect client for ``sc://`` URLs, else an
+def get_session(master: str, app_name: str = "mirrorflow", session_key: str | None = None):
+    """A SparkSession on ``master``: a Spark Connect client for ``sc://`` URLs (the
+    session of ``session_key`` where given: :func:`flow_session_url`), else an
     in-process driver with the Kafka connector's jars."""
     from pyspark.sql import SparkSession
 
     if is_connect(master):
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
-
         check_connect_server(master)
         # PySpark's own builder refuses a Connect session in a process that has a classic
         # one (SESSION_ALREADY_EXIST: an Airflow worker that ran an in-process task); the
         # Connect builder does not. PySpark's DataFrame API dispatches on this mark, which
         # its own builder sets too.
         os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
-        session = ConnectSession.builder.remote(master).getOrCreate()
-        for key in SESSION_CONF:
-            session.conf.set(key, SPARK_CONF[key])
+        url = flow_session_url(master, session_key) if session_key else master
+        session = _configured(url, may_be_closed=url != master)
+        if session is None:  # released by another client, or expired on the server
+            log.info("the Spark Connect session of %s is closed; this run opens a new one",
+                     url.split(";", 1)[0])
+            session = _configured(master, may_be_closed=False)
         if not _on_this_machine(master):
             ship_package(session)
         return session
@@ -164,6 +213,26 @@ def get_session(master: str, app_name: str = "mirrorflow"):
     for key, value in {**SPARK_CONF, "spark.jars": ",".join(connector_jars())}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _configured(url: str, may_be_closed: bool):
+    """The Connect session of ``url`` with mirrorflow's session settings; None, where
+    ``may_be_closed``, when the server says the URL's session is closed (its id may not
+    be used again): that client is let go without releasing anything."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    session = ConnectSession.builder.remote(url).getOrCreate()
+    try:
+        for key in SESSION_CONF:
+            session.conf.set(key, SPARK_CONF[key])
+    except PySparkException as exc:
+        if not may_be_closed or _SESSION_CLOSED not in str(exc):
+            raise
+        session.release_session_on_close = False
+        session.stop()
+        return None
+    return session
 
 
 def close_connect_sessions() -> None:
