@@ -33,6 +33,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from process_cpu import ProcessCpu
 
 from mirrorflow.config.model import load_config
 from mirrorflow.dev import connect_server, localcluster
@@ -44,6 +45,9 @@ FLOWS = (("a", "b"), ("b", "a"), ("a", "c"), ("b", "c"))
 SOURCES = ("a", "b")
 TOPICS, PARTITIONS = 20, 4
 OUTAGE_S = 60
+# Around the outage (from before it to after it): runs that fail and records that wait
+# because of it.
+OUTAGE_BEFORE_S, OUTAGE_AFTER_S = 60, 120
 SETTLE_S = 120
 CATCH_UP_S = 600
 
@@ -315,6 +319,7 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
     bootstraps = {b.alias: b.bootstrap for b in brokers}
     airflow = Airflow(state / "airflow", config_path, reports, connect_port)
     tails: dict[str, Tail] = {}
+    cpu = ProcessCpu()
     try:
         for source in SOURCES:
             admin = AdminClient({"bootstrap.servers": bootstraps[source]})
@@ -330,6 +335,7 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         for tail in tails.values():
             tail.start()
         loads = [Load(bootstraps[s], s, rate / len(SOURCES)) for s in SOURCES]
+        cpu.start()
         started = time.time()
         for load in loads:
             load.start()
@@ -341,6 +347,7 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         localcluster.start(broker_b)
         time.sleep(max(0.0, started + minutes * 60 - time.time()))
         cron_end = time.time()
+        cron_cpu = cpu.result()
         write_config(config_path, ports, connect_port, "none")
         airflow.drain()  # no run cut short by the restart
         airflow.stop()
@@ -375,6 +382,7 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
             tail.join()
         checked = exactly_once(bootstraps)
     finally:
+        cpu.stopped.set()
         for tail in tails.values():
             tail.stopped.set()
         airflow.stop()
@@ -386,6 +394,11 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
                 if since <= at < until and at - lag >= produced_after]
 
     cron_lags = lags(started, cron_end)
+    around = (outage - OUTAGE_BEFORE_S, outage + OUTAGE_S + OUTAGE_AFTER_S)
+    # Records produced away from the outage: before it, or after it and its aftermath.
+    calm_lags = [lag for tail in tails.values()
+                 for at, lag in zip(tail.arrived, tail.lags, strict=True)
+                 if started <= at < cron_end and not around[0] <= at - lag <= around[1]]
     # The continuous pass begins with what the switch's pause let pile up: its lag is that
     # of the records produced once the pass has run for SETTLE_S.
     continuous_lags = lags(continuous_start, ended, continuous_start + SETTLE_S)
@@ -400,6 +413,8 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         "partitions_out_of_order": checked["partitions_out_of_order"],
         "lag_p50_s": percentile(cron_lags, 0.5), "lag_p99_s": percentile(cron_lags, 0.99),
         "lag_max_s": percentile(cron_lags, 1.0),
+        "lag_p50_outside_outage_s": percentile(calm_lags, 0.5),
+        "lag_p99_outside_outage_s": percentile(calm_lags, 0.99),
         "continuous_lag_p50_s": percentile(continuous_lags, 0.5),
         "continuous_lag_p99_s": percentile(continuous_lags, 0.99),
         "dag_run_p50_s": percentile(seconds, 0.5), "dag_run_p99_s": percentile(seconds, 0.99),
@@ -411,14 +426,16 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
                        for task, seconds in sorted(cron_tasks.items())},
         "runs": len(runs), "runs_failed": sum(r["state"] == "failed" for r in runs),
         "runs_failed_outside_outage": sum(
-            r["state"] == "failed" and not (outage - 60 <= db_time(r["start"]).timestamp()
-                                            <= outage + OUTAGE_S + 120) for r in runs),
+            r["state"] == "failed" and not around[0] <= db_time(r["start"]).timestamp()
+            <= around[1] for r in runs),
         "runs_retried": sum(r["retries"] > 0 for r in runs), "runs_overlapped": overlapped(runs),
         "report_bytes_per_run_first": report_bytes(reports, started, started + 300),
         "report_bytes_per_run_last": report_bytes(reports, cron_end - 300, cron_end),
         "reports_bytes_end": du(reports), "airflow_db_bytes_start": db_start,
         "airflow_db_bytes_end": db_end,
         "continuous_runs": len(runs) - len(cron_runs),
+        # CPU seconds by kind of process over the 1-minute schedule's pass.
+        "cpu_s_cron": cron_cpu, "cron_runs": len(cron_runs),
     }
 
 
@@ -448,6 +465,8 @@ def table(result: dict) -> str:
              f"{result['partitions_out_of_order']}"),
             ("lag p50 / p99 / max, 1-minute schedule (s)",
              f"{result['lag_p50_s']} / {result['lag_p99_s']} / {result['lag_max_s']}"),
+            ("lag p50 / p99 of records produced away from the outage, 1-minute schedule (s)",
+             f"{result['lag_p50_outside_outage_s']} / {result['lag_p99_outside_outage_s']}"),
             ("lag p50 / p99, @continuous (s)",
              f"{result['continuous_lag_p50_s']} / {result['continuous_lag_p99_s']}"),
             ("DAG run p50 / p99 / max (s)",
@@ -464,7 +483,10 @@ def table(result: dict) -> str:
             ("report bytes per run, first / last 5 minutes",
              f"{result['report_bytes_per_run_first']} / {result['report_bytes_per_run_last']}"),
             ("Airflow database bytes, start / end",
-             f"{result['airflow_db_bytes_start']} / {result['airflow_db_bytes_end']}")]
+             f"{result['airflow_db_bytes_start']} / {result['airflow_db_bytes_end']}"),
+            ("CPU seconds a 1-minute-schedule run, by process",
+             ", ".join(f"{kind} {seconds / max(1, result['cron_runs']):.1f}"
+                       for kind, seconds in result["cpu_s_cron"].items()))]
     return "\n".join(["| measure | figure |", "| --- | ---: |",
                       *[f"| {name} | {value} |" for name, value in rows]])
 

@@ -1,0 +1,68 @@
+"""Where a machine's CPU goes, by kind of process: a sampler of ``/proc`` for ``make soak``.
+
+Every second it reads each process's user and system time and adds what it used since the
+last look to its kind (a broker, the Spark Connect server, its Python workers, an Airflow
+task process, each Airflow service, this process). A process first seen counts in full;
+one that ends between two looks loses at most its last second.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from pathlib import Path
+
+HZ = os.sysconf("SC_CLK_TCK")
+# A process's kind: the first of these found in its command line (Airflow names its
+# processes with setproctitle: "airflow worker -- LocalExecutor: ...", "airflow
+# scheduler", ...).
+KINDS = (("kafka.Kafka", "brokers"), ("SparkConnectServer", "spark_connect_jvm"),
+         ("pyspark.daemon", "spark_python_workers"), ("pyspark.worker", "spark_python_workers"),
+         ("airflow worker", "airflow_task_processes"),
+         ("airflow task", "airflow_task_processes"), ("api-server", "airflow_api_server"),
+         ("airflow scheduler", "airflow_scheduler"),
+         ("dag-processor", "airflow_dag_processor"), ("triggerer", "airflow_triggerer"),
+         ("airflow", "airflow_other"))
+
+
+def kind_of(cmdline: bytes) -> str | None:
+    text = cmdline.replace(b"\0", b" ").decode(errors="replace")
+    return next((kind for mark, kind in KINDS if mark in text), None)
+
+
+class ProcessCpu(threading.Thread):
+    """CPU seconds by kind of process while it runs (:attr:`seconds`); this process's own
+    (the load generator and the lag consumers) as ``soak``."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.interval, self.stopped = interval, threading.Event()
+        self.seconds: Counter[str] = Counter()
+        self._seen: dict[int, tuple[str | None, float]] = {}
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            self.sample()
+
+    def sample(self) -> None:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                used = (int(fields[11]) + int(fields[12])) / HZ
+                if pid not in self._seen or used < self._seen[pid][1]:  # new, or pid reused
+                    kind = ("soak" if pid == os.getpid()
+                            else kind_of((entry / "cmdline").read_bytes()))
+                    self._seen[pid] = (kind, 0.0)
+            except (OSError, IndexError):
+                continue
+            kind, before = self._seen[pid]
+            if kind is not None:
+                self.seconds[kind] += used - before
+                self._seen[pid] = (kind, used)
+
+    def result(self) -> dict[str, float]:
+        return {kind: round(seconds, 1) for kind, seconds in self.seconds.most_common()}
