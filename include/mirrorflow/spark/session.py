@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import os
@@ -104,11 +106,12 @@ def flow_session_url(master: str, key: str, now: float | None = None) -> str:
 
 
 def flow_session_key(config: MirrorConfig, flow: FlowConfig) -> str:
-    """A flow's session key: its name and its clusters' bootstrap servers (no secret: the
+    """A flow's session key: its name, its clusters' bootstrap servers (no secret: the
     session id is in the server's log), so that flows of two deployments that share a
-    server and a flow name keep apart."""
+    server and a flow name keep apart, and the digest of mirrorflow's code, so that after
+    an upgrade no run works in Python workers that imported the code before it."""
     clusters = [config.cluster(alias).bootstrap_servers for alias in (flow.source, flow.target)]
-    return json.dumps([flow.name, *clusters])
+    return json.dumps([flow.name, *clusters, package_digest()])
 
 
 def connector_jars() -> list[str]:
@@ -116,15 +119,35 @@ def connector_jars() -> list[str]:
     return jvm.jars("spark-kafka")
 
 
+# The session setting that records which code a session was given (ship_package).
+PACKAGE_MARK = "spark.mirrorflow.package"
+
+
 def ship_package(session) -> None:
     """Give a Spark Connect session mirrorflow's code as a Python artifact, so that a
     remote server's Python workers run this very version. (A server on this machine runs
     this installation's code already; artifacts would cost it new Python workers for every
-    session: about a second per run.)"""
+    session: about a second per run.) Once per session: a flow's runs share theirs
+    (:func:`flow_session_url`), and the server refuses an artifact again under its name
+    with other bytes (``ARTIFACT_ALREADY_EXISTS``); other code is another session
+    (:func:`flow_session_key`)."""
     import tempfile
 
+    digest = package_digest()
+    if session.conf.get(PACKAGE_MARK, None) == digest:
+        return
     with tempfile.TemporaryDirectory(prefix="mirrorflow-artifact-") as work_dir:
         session.addArtifacts(str(package_zip(Path(work_dir))), pyfile=True)
+    session.conf.set(PACKAGE_MARK, digest)
+
+
+@functools.lru_cache(maxsize=4)
+def package_digest(directory: Path = PACKAGE_DIR) -> str:
+    """A digest of the package's sources (the code a session's Python workers run)."""
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*.py")):
+        digest.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def package_zip(directory: Path) -> Path:
