@@ -2,8 +2,9 @@
 
 Every second it reads each process's user and system time and adds what it used since the
 last look to its kind (a broker, the Spark Connect server, its Python workers, an Airflow
-task process, each Airflow service, this process). A process first seen counts in full;
-one that ends between two looks loses at most its last second.
+task process and its supervisor, each Airflow service, this process). What the processes
+running at the start had used before is not counted; a process started later counts in
+full; one that ends between two looks loses at most its last second.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ HZ = os.sysconf("SC_CLK_TCK")
 KINDS = (("kafka.Kafka", "brokers"), ("SparkConnectServer", "spark_connect_jvm"),
          ("pyspark.daemon", "spark_python_workers"), ("pyspark.worker", "spark_python_workers"),
          ("airflow worker", "airflow_task_processes"),
-         ("airflow task", "airflow_task_processes"), ("api-server", "airflow_api_server"),
+         ("airflow supervisor", "airflow_task_processes"),
+         ("api_server", "airflow_api_server"), ("api-server", "airflow_api_server"),
          ("airflow scheduler", "airflow_scheduler"),
          ("dag-processor", "airflow_dag_processor"), ("triggerer", "airflow_triggerer"),
          ("airflow", "airflow_other"))
@@ -42,6 +44,8 @@ class ProcessCpu(threading.Thread):
         self._seen: dict[int, tuple[str | None, float]] = {}
 
     def run(self) -> None:
+        self.sample()  # what the processes running now used before: not counted
+        self.seconds.clear()
         while not self.stopped.wait(self.interval):
             self.sample()
 
