@@ -130,10 +130,10 @@ session = get_session(flow.get("mirrorflow.spark.master"),
                       session_key=flow_session_key(config, flow))
 seen = session.conf.get("spark.mirrorflow.test.mark", None)
 session.conf.set("spark.mirrorflow.test.mark", sys.argv[3])
+count = session.range(3).count()
 if sys.argv[4:] == ["release"]:
     session.stop()
-print(json.dumps({"id": session.session_id, "seen": seen,
-                  "count": session.range(3).count() if sys.argv[4:] != ["release"] else 3}))
+print(json.dumps({"id": session.session_id, "seen": seen, "count": count}))
 """
 
 
@@ -185,6 +185,9 @@ def test_the_package_is_shipped_once_per_session_and_new_code_is_a_new_session(
     (each zip is made afresh): the code goes once per session. Other code (an upgrade)
     is another session, whose Python workers import it afresh."""
     import shutil
+    import zipfile
+
+    from pyspark.errors.exceptions.connect import SparkRuntimeException
 
     from mirrorflow.config.model import load_config
     from mirrorflow.spark.session import (
@@ -202,10 +205,6 @@ def test_the_package_is_shipped_once_per_session_and_new_code_is_a_new_session(
     assert session.conf.get(PACKAGE_MARK) == package_digest()
     # What a second send would meet where its zip's bytes differ (a zip made afresh stores
     # its files' times, to 2 s):
-    import zipfile
-
-    from pyspark.errors.exceptions.connect import SparkRuntimeException
-
     other = package_zip(tmp_path)
     with zipfile.ZipFile(other, "a") as archive:
         archive.writestr("mirrorflow/_later.py", "")
