@@ -102,8 +102,13 @@ def fixtures() -> Path:
 
 # Test records carry fixed 2023 timestamps: time-based retention is off. Topics are never
 # created by asking for them, as on most production clusters: mirrorflow creates what it
-# writes, and a client an earlier test left running cannot bring a wiped topic back.
-TEST_BROKER = {"log.retention.ms": "-1", "auto.create.topics.enable": "false"}
+# writes, and a client an earlier test left running cannot bring a wiped topic back. An
+# authorizer holds ACLs, as on most production clusters, so that topic ACL sync runs in
+# every test (MM2's and mirrorflow's alike); plaintext clients are ANONYMOUS, a super user.
+TEST_BROKER = {"log.retention.ms": "-1", "auto.create.topics.enable": "false",
+               "authorizer.class.name":
+                   "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+               "super.users": "User:ANONYMOUS"}
 
 
 @pytest.fixture(scope="session")

@@ -217,12 +217,24 @@ def finish_open_transactions(bootstrap: str) -> None:
 
 
 def wipe(bootstrap: str, timeout: float = 30.0) -> None:
-    """Finish every open transaction, then delete every topic but Kafka's own and every
-    consumer group."""
+    """Finish every open transaction, then delete every topic but Kafka's own, every
+    consumer group and every ACL."""
     import time
+
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
 
     finish_open_transactions(bootstrap)
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    every_acl = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                 AclOperation.ANY, AclPermissionType.ANY)
+    for future in admin.delete_acls([every_acl], request_timeout=timeout).values():
+        future.result(timeout)
     names = [t for t in admin.list_topics(timeout=timeout).topics if t not in KAFKA_OWN_TOPICS]
     if names:
         for future in admin.delete_topics(names, operation_timeout=timeout).values():
