@@ -64,6 +64,8 @@ def test_config_check_refuses_a_setting_that_changes_what_is_copied(
     "key.converter = org.apache.kafka.connect.converters.ByteArrayConverter",
     "a->b.errors.tolerance = none",
     "value.converter.schemas.enable = false",
+    "a->b.transaction.boundary = interval",
+    "a->b.transaction.boundary.interval.ms = 3000",
 ])
 def test_mm2_defaults_are_accepted_as_ignored_connect_settings(line: str) -> None:
     config = parse_config(BASE + line + "\n")

@@ -98,6 +98,11 @@ SETTINGS: tuple[ConnectSetting, ...] = (
     ConnectSetting("exactly.once.", "The worker switch for KIP-618 (exactly.once.source."
                    "support): mirrorflow writes transactionally as 'exactly.once.support' "
                    "says."),
+    ConnectSetting("transaction.boundary", "When an exactly-once MM2 task commits its "
+                   "transaction (KIP-618: a poll, or an interval): mirrorflow commits every "
+                   "'mirrorflow.transaction.records' records and at the end of a run."),
+    ConnectSetting("transaction.boundary.", "Options of 'transaction.boundary' (its "
+                   "interval)."),
     ConnectSetting("dedicated.mode.", "MM2's dedicated-mode REST switches."),
     ConnectSetting("replication.policy.", "Options of a custom Java replication policy."),
     ConnectSetting("consumer.poll.timeout.ms", "How long MM2's task polls: a timing."),
