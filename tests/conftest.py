@@ -145,9 +145,10 @@ def two_clusters(kafka: dict[str, LocalBroker]) -> dict[str, str]:
     return {alias: broker.bootstrap for alias, broker in kafka.items()}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def broker_c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
-    """A third broker, 'c', for the tests of one module that need three clusters."""
+    """A third broker, 'c', for the tests that need three clusters: started by the first of
+    them on a worker and kept for the others (a start costs about 15 s)."""
     from mirrorflow.dev.localcluster import free_port, start, stop
 
     broker = LocalBroker("c", "127.0.0.1", free_port(), tmp_path_factory.mktemp("c"),
