@@ -1,6 +1,7 @@
 """Replication both ways at once against MM2 itself (``MirrorConnectorsIntegrationBaseTest``'s
-``testReplication`` with ``replicateBackupToPrimary``, and its group offset sync and ACL
-sync), on Apache Kafka brokers with an authorizer.
+``testReplication`` with ``replicateBackupToPrimary``, its group offset sync, with
+``offset.lag.max`` 100 one way and 10 the other, and ACL sync), on Apache Kafka brokers
+with an authorizer.
 
 One file enables a<->b and a<->c. mirrorflow runs a->b and b->a; MM2 (dedicated mode,
 ``--clusters a c``) runs a->c and c->a from the same file with one line added that leaves
@@ -42,6 +43,8 @@ pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.timeout(900)]
 FLOWS = "a->b.enabled = true\nb->a.enabled = true\na->c.enabled = true\nc->a.enabled = true"
 SETTINGS = MM2_PACE + """\
 topics = orders
+b->a.offset.lag.max = 10
+c->a.offset.lag.max = 10
 sync.group.offsets.enabled = true
 sync.group.offsets.interval.seconds = 1
 sync.topic.acls.interval.seconds = 1
@@ -144,9 +147,9 @@ def test_both_ways_at_once_with_group_and_acl_sync_against_mm2(spark, three_clus
         # MM2 syncs group offsets every second (its interval); mirrorflow once a run, after
         # its checkpoints: the schedule is its interval.
         wait_for("app's offsets synced on c and a", lambda: len(
-            offsets(config, "c", "app")) == 4 and {("c.orders", 0), ("c.orders", 1)} <= offsets(
-            config, "a", "app").keys(), state=lambda: (offsets(config, "c", "app"),
-                                                       offsets(config, "a", "app")))
+            offsets(config, "c", "app")) == 4 and ("c.orders", 1) in offsets(
+            config, "a", "app"), state=lambda: (offsets(config, "c", "app"),
+                                                offsets(config, "a", "app")))
         wait_for("the ACLs of a.orders on c", lambda: acls_of(config, "c", "a.orders") ==
                  acls_of(config, "b", "a.orders"), state=lambda: acls_of(config, "c",
                                                                          "a.orders"))
@@ -187,9 +190,14 @@ def test_both_ways_at_once_with_group_and_acl_sync_against_mm2(spark, three_clus
                 remote.replication_hops(config, here, peer)) == (1, 2)
     assert remote.upstream_clusters(config, "a") == {"b", "c"}
 
-    # 3. Checkpoints both ways and the groups synced from them: mirrorflow's exact, MM2's
-    #    never past the true offset (offset.lag.max 100: a sync at each partition's first
-    #    record, so MM2's lands one past it).
+    # 3. Offset syncs where MM2 writes them (offset-syncs.topic.location = source: on each
+    #    flow's source, named after its target), checkpoints both ways and the groups
+    #    synced from them: mirrorflow's exact, MM2's never past the true offset. With
+    #    offset.lag.max 100 (a->c) MM2 has a sync at each partition's first record and
+    #    lands one past it; with 10 (c->a) a sync about every 11 records, where its sync
+    #    store still keeps one at or before the group (at a partition's end, always).
+    assert {"mm2-offset-syncs.b.internal", "mm2-offset-syncs.c.internal"} <= topics(a)
+    assert "mm2-offset-syncs.a.internal" in topics(b) & topics(c)
     exact_on_b = {("a.orders", p): true_position(b, "a.orders", p, on_a[p], at)
                   for p, at in APP_ON_A.items()}
     exact_on_a = {(f"{peer}.orders", p): true_position(a, f"{peer}.orders", p, on_peer[p], at)
@@ -202,8 +210,9 @@ def test_both_ways_at_once_with_group_and_acl_sync_against_mm2(spark, three_clus
     print(f"app's checkpoints: MM2 on c {mm2_on_c}, on a {mm2_on_a}")
     assert mm2_on_c.keys() == exact_on_b.keys() and all(
         mm2_on_c[tp] <= exact_on_b[tp] for tp in mm2_on_c), mm2_on_c
-    assert mm2_on_a.keys() == {("c.orders", 0), ("c.orders", 1)} and all(
-        mm2_on_a[tp] <= exact_on_a[tp] for tp in mm2_on_a), mm2_on_a
+    assert {("c.orders", 1)} <= mm2_on_a.keys() <= {("c.orders", 0), ("c.orders", 1)}
+    assert mm2_on_a[("c.orders", 1)] == exact_on_a[("c.orders", 1)]
+    assert all(mm2_on_a[tp] <= exact_on_a[tp] for tp in mm2_on_a), mm2_on_a
     # Failed over, app read on from exactly where it stopped on a with mirrorflow's
     # synced offsets; with MM2's, from at most that far back.
     assert ours_first == [APP_ON_A[0], APP_ON_A[1]]
@@ -218,10 +227,10 @@ def test_both_ways_at_once_with_group_and_acl_sync_against_mm2(spark, three_clus
         ("orders", p): at for p, at in APP_ON_A.items()}
     assert {tp: on_a_now[tp] for tp in exact_on_a if tp[0] == "b.orders"} == {
         tp: at for tp, at in exact_on_a.items() if tp[0] == "b.orders"}
-    assert {(ck.topic, ck.partition) for ck in remote.latest_checkpoints(
-        config.cluster("a"), "b").values()} == \
-        {(t, p) for t, p in exact_on_a if t == "b.orders"} == \
-        {(t.replace("c.", "b."), p) for t, p in mm2_on_a}
+    ours_back = {(ck.topic, ck.partition) for ck in remote.latest_checkpoints(
+        config.cluster("a"), "b").values()}
+    assert ours_back == {(t, p) for t, p in exact_on_a if t == "b.orders"}
+    assert {(t.replace("c.", "b."), p) for t, p in mm2_on_a} <= ours_back
 
     # 4. ACLs: the same on both remote topics, as MM2's syncTopicAcls makes them (literal
     #    topic ACLs of replicated topics; ALLOW WRITE never, ALLOW ALL as READ).
