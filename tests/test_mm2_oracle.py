@@ -34,7 +34,7 @@ from helpers.kafka import (
     topics,
     varied_records,
 )
-from helpers.mm2 import MM2_PACE, mirrored, own_configs, parse, true_position, wait_for
+from helpers.mm2 import MM2_PACE, QUICK_START, mirrored, own_configs, parse, true_position, wait_for
 from mirrorflow.checkpoint import remote
 from mirrorflow.config.model import load_config
 from mirrorflow.dev.local_mm2 import MirrorMaker, formatted
@@ -111,7 +111,7 @@ def test_mm2_and_mirrorflow_side_by_side_then_switch_both_ways(spark, three_clus
                        "a->b.enabled = true\na->c.enabled = true", SETTINGS)
     config = load_config(path)
 
-    with MirrorMaker(path, tmp_path / "mm2-c", clusters=("c",)) as mm2:
+    with MirrorMaker(path, tmp_path / "mm2-c", clusters=("c",), jvm_options=QUICK_START) as mm2:
         ours = run_cycle(path, "a->b", spark=spark)
         wait_for("orders, accounts and payments on c", lambda: all(
             mirrored(a, c, t, n) for t, n in (("orders", 2), ("accounts", 1), ("payments", 1))))
@@ -228,7 +228,7 @@ def test_mm2_and_mirrorflow_side_by_side_then_switch_both_ways(spark, three_clus
 
     # 5. mirrorflow -> MM2: MM2 continues a->b from mirrorflow's offsets.
     produce(a, "orders", varied_records(100, ORDERS + 100), 2)
-    with MirrorMaker(path, tmp_path / "mm2-b", clusters=("b",)):
+    with MirrorMaker(path, tmp_path / "mm2-b", clusters=("b",), jvm_options=QUICK_START):
         wait_for("the new orders on b", lambda: mirrored(a, b, "orders", 2))
         time.sleep(3)  # anything MM2 would copy again arrives in this time too
     for p in range(2):

@@ -29,7 +29,7 @@ from helpers.kafka import (
     topics,
 )
 from helpers.kafka import varied_records as records_from
-from helpers.mm2 import MM2_PACE, own_configs, parse, wait_for
+from helpers.mm2 import MM2_PACE, QUICK_START, own_configs, parse, wait_for
 from mirrorflow.checkpoint import remote
 from mirrorflow.config.model import load_config
 from mirrorflow.dev.local_mm2 import MirrorMaker, formatted
@@ -81,7 +81,7 @@ def test_from_latest_with_every_sync_on_the_target_against_mm2(spark, three_clus
     assert sum(p.records for p in first.partitions if p.topic == "orders") == 0
     assert sorted((k["topic"], k["partition"], k["start"], k["end"]) for k in first.breaks
                   if k["topic"] == "orders") == [("orders", 0, 0, 20), ("orders", 1, 0, 20)]
-    with MirrorMaker(path, tmp_path / "mm2", clusters=("c",)) as mm2:
+    with MirrorMaker(path, tmp_path / "mm2", clusters=("c",), jvm_options=QUICK_START) as mm2:
         sent = [0]
         wait_for("a sentinel on c", lambda: sentinel_through(a, c, "sentinel", sent))
         produce(a, "orders", records_from(AFTER, BEFORE), 2)

@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
 
 from helpers.kafka import commit, config_file, create_topic, produce, read_partition, topics
 from helpers.kafka import varied_records as records_from
-from helpers.mm2 import MM2_PACE, true_position, wait_for
+from helpers.mm2 import MM2_PACE, QUICK_START, true_position, wait_for
 from mirrorflow.checkpoint import remote
 from mirrorflow.checkpoint.checkpoints import committed_offsets
 from mirrorflow.config.model import load_config
@@ -138,7 +138,8 @@ def test_both_ways_at_once_with_group_and_acl_sync_against_mm2(spark, three_clus
     on_peer = [read_partition(b, "orders", p) for p in range(2)]
     assert on_peer == [read_partition(c, "orders", p) for p in range(2)]
 
-    with MirrorMaker(mm2_path, tmp_path / "mm2", clusters=("a", "c")) as mm2:
+    with MirrorMaker(mm2_path, tmp_path / "mm2", clusters=("a", "c"),
+                     jvm_options=QUICK_START) as mm2:
         forward = run_cycle(path, "a->b", spark=spark)
         back = run_cycle(path, "b->a", spark=spark)
         assert forward.validation["success"] and back.validation["success"]

@@ -41,6 +41,7 @@ class MirrorMaker:
     config_path: Path
     home: Path
     clusters: tuple[str, ...] = ()
+    jvm_options: tuple[str, ...] = ()  # beside the heap of connect-mirror-maker.sh
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -56,7 +57,8 @@ class MirrorMaker:
             args += ["--clusters", *self.clusters]
         with open(self.home / "stdout.log", "ab") as out:
             self.process = subprocess.Popen(
-                ["java", *HEAP, f"-Dlog4j2.configurationFile={log4j.resolve()}",
+                ["java", *HEAP, *self.jvm_options,
+                 f"-Dlog4j2.configurationFile={log4j.resolve()}",
                  "-cp", jvm.classpath("mm2"), MAIN, *args],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
