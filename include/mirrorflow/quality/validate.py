@@ -42,7 +42,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +55,7 @@ from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.plain import plain
 from mirrorflow.quality import reports
 from mirrorflow.quality.compare import Compared, RangeCheck, RegionCheck, compare
+from mirrorflow.quality.gx_import import import_gx
 from mirrorflow.quality.sync_check import range_findings
 from mirrorflow.source import history, ledger
 from mirrorflow.source.offsets import OffsetStore
@@ -568,20 +568,6 @@ def _suite_from_doc(gx, doc: dict):
         except Exception as exc:
             raise ValidationError(f"expectation suite {doc['file']}: {item!r}: {exc}") from None
     return suite
-
-
-def prepare_validation() -> None:
-    """Import Great Expectations in the background: it takes seconds of CPU, and a run
-    mostly waits on brokers and Spark before its check needs it."""
-    threading.Thread(target=import_gx, daemon=True, name="import gx").start()
-
-
-def import_gx():
-    """Great Expectations, imported with its usage analytics off unless the user set them."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations as gx
-
-    return gx
 
 
 def run_suites(verdict_list: list[PartitionVerdict], cps: list[CheckpointVerdict],

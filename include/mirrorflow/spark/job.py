@@ -43,7 +43,8 @@ def run_steps(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan,
     under the same ``run_id`` lends) for a plan that is still pending: mirror, then
     validate; both results are stored with the plan. Returns the plan's result and the
     validation (None when not asked for)."""
-    from mirrorflow.quality.validate import prepare_validation, validate_plan
+    from mirrorflow.quality.gx_import import prepare_validation
+    from mirrorflow.quality.validate import validate_plan
     from mirrorflow.spark.mirror import mirror
 
     store = PlanStore(config, flow)
