@@ -90,6 +90,8 @@ def test_refusals_carry_confluents_status_and_error_codes(registries) -> None:
         404, 40401, "Subject 'nothing-value' not found.")
     assert error_of(lambda: east.get_version("orders-value", 7)) == (
         404, 40402, "Version 7 not found.")
+    assert error_of(lambda: east.get_version("orders-value", "first")) == (
+        422, 42202, "The specified version 'first' is not a valid version id.")
     assert error_of(lambda: east.lookup_schema("orders-value", avro(ORDER_V1))) == (
         404, 40403, "Schema not found")
     assert error_of(lambda: east.register_schema("orders-value", avro(ORDER_V3))) == (

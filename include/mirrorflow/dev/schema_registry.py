@@ -29,12 +29,14 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from mirrorflow.errors import MirrorflowError
+
 LEVELS = ("BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
           "FULL_TRANSITIVE", "NONE")
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
-class RegistryError(Exception):
+class RegistryError(MirrorflowError):
     """An answer other than 200: its HTTP status, Confluent error code and message."""
 
     def __init__(self, status: int, code: int, message: str) -> None:
@@ -108,6 +110,9 @@ class Registry:
 
     def version(self, subject: str, version: str) -> dict:
         versions = self.versions(subject)
+        if version != "latest" and not version.isdigit():
+            raise RegistryError(422, 42202, f"The specified version '{version}' is not a "
+                                            "valid version id.")
         number = versions[-1] if version == "latest" else int(version)
         if number not in versions:
             raise RegistryError(404, 40402, f"Version {version} not found.")

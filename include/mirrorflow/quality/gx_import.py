@@ -34,10 +34,15 @@ class _ImportedOnFirstUse(types.ModuleType):
 
 
 def _import_on_first_use(names: tuple[str, ...]) -> None:
+    """A stand-in in ``sys.modules`` for each module not imported yet, carrying the real
+    module's spec (``importlib.util.find_spec`` answers with it, as for any module)."""
     with _lock:
         for name in names:
-            if name not in sys.modules and importlib.util.find_spec(name) is not None:
-                sys.modules[name] = _ImportedOnFirstUse(name)
+            if name in sys.modules or (spec := importlib.util.find_spec(name)) is None:
+                continue
+            stand_in = _ImportedOnFirstUse(name)
+            stand_in.__spec__ = spec
+            sys.modules[name] = stand_in
 
 
 def import_gx():
