@@ -9,9 +9,9 @@ mirrorflow's promise: it is the oracle of the transactional topic, and of a rest
 (``testRestartReplication``: killed inside a transaction while records stream in, and
 started again). Then the switch both ways: mirrorflow continues a flow MM2 ran (a->c),
 and MM2 continues one mirrorflow ran (a->b), neither copying a record twice nor skipping
-one. Both copy the source topics' default configs
-onto the remote topics (``use.defaults.from = source``, per flow: MM2 reads it nowhere
-else; MM2's default, ``target``, is ``test_mm2_parity``'s).
+one. Both copy the source topics' default configs onto the remote topics
+(``use.defaults.from = source``, per flow: MM2 reads it nowhere else; MM2's default,
+``target``, is ``test_mm2_parity``'s).
 """
 
 from __future__ import annotations
