@@ -64,11 +64,30 @@ MM2_SOURCE_TASK = "a-mm2-MirrorSourceConnector-0"  # its transactional id on c
 STREAM = 1200  # orders written at a steady pace while MM2 is killed and started again
 
 
-def stream_orders(a: str) -> None:
-    """:data:`STREAM` more orders, 100 every 0.25 s."""
-    for start in range(0, STREAM, 100):
-        produce(a, "orders", varied_records(100, 10_000 + start), 2)
+def stream_orders(a: str, first: int) -> None:
+    """:data:`STREAM` more orders (``varied_records`` from ``first``), 100 every 0.25 s."""
+    for start in range(first, first + STREAM, 100):
+        produce(a, "orders", varied_records(100, start), 2)
         time.sleep(0.25)
+
+
+def killed_inside_a_transaction(mm2: MirrorMaker, a: str, c: str, attempt: int) -> bool:
+    """Once MM2 has caught up, stream orders and kill it (SIGKILL) while its source task
+    holds a transaction open on c, then start it again. Whether the transaction was still
+    open after the kill (it may have committed between the look and the kill)."""
+    wait_for("MM2 caught up", lambda: mirrored(a, c, "orders", 2))
+    streaming = threading.Thread(target=stream_orders, args=(a, 10_000 + attempt * STREAM))
+    streaming.start()
+    try:
+        wait_for("an MM2 transaction open on c", lambda: MM2_SOURCE_TASK in
+                 open_transactions(c), timeout=30)
+        mm2.process.kill()
+        mm2.process.wait(30)
+        inside = MM2_SOURCE_TASK in open_transactions(c)
+        mm2.start()
+    finally:
+        streaming.join()
+    return inside
 
 
 def fill_source(a: str) -> None:
@@ -128,15 +147,7 @@ def test_mm2_and_mirrorflow_side_by_side_then_switch_both_ways(spark, three_clus
         # records: no record lost or doubled. (Its checkpoints come before: a restarted
         # MM2 translates no group behind its newest syncs that it had not checkpointed,
         # as its OffsetSyncStore documents.)
-        streaming = threading.Thread(target=stream_orders, args=(a,))
-        streaming.start()
-        wait_for("an MM2 transaction open on c", lambda: MM2_SOURCE_TASK in
-                 open_transactions(c), timeout=30)
-        mm2.process.kill()
-        mm2.process.wait(30)
-        assert MM2_SOURCE_TASK in open_transactions(c)
-        mm2.start()
-        streaming.join()
+        assert any(killed_inside_a_transaction(mm2, a, c, attempt) for attempt in range(3))
         wait_for("the streamed orders on c", lambda: mirrored(a, c, "orders", 2))
         assert mm2.running(), mm2.log_file.read_text()[-2000:]
         assert run_cycle(path, "a->b", spark=spark).validation["success"]
