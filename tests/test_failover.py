@@ -7,9 +7,16 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
-from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
+from helpers.kafka import (
+    config_file,
+    create_topic,
+    produce,
+    read_as_group,
+    read_partition,
+    varied_records,
+)
 from mirrorflow.checkpoint import remote
 from mirrorflow.cli import main
 from mirrorflow.config.model import load_config
@@ -50,28 +57,6 @@ def consume_and_commit(bootstrap: str, group: str, topic: str, partitions: int,
     consumer.commit(offsets=[TopicPartition(topic, p, o + 1) for p, o in last.items()],
                     asynchronous=False)
     consumer.close()
-
-
-def read_as_group(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, list]:
-    """What a restarted application in ``group`` reads on this cluster, per partition."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "enable.partition.eof": True})
-    committed = consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
-                                   timeout=10)
-    consumer.assign(committed)
-    out: dict[int, list] = {p: [] for p in range(partitions)}
-    eof: set[int] = set()
-    while len(eof) < partitions:
-        msg = consumer.poll(10)
-        assert msg is not None
-        if msg.error():
-            assert msg.error().code() == KafkaError._PARTITION_EOF
-            eof.add(msg.partition())
-            continue
-        out[msg.partition()].append((msg.key(), msg.value()))
-    consumer.close()
-    return out
 
 
 def test_failover_resumes_exactly_where_the_group_stopped(spark, two_clusters: dict[str, str],
@@ -116,8 +101,7 @@ def test_failover_resumes_exactly_where_the_group_stopped(spark, two_clusters: d
     # Failover: the application restarts on the target in the same group.
     resumed = read_as_group(b, "app", "a.orders", 2)
     for p in range(2):
-        source_rest = [(k, v) for k, v, *_ in read_partition(a, "orders", p)][200:]
-        assert resumed[p] == source_rest, f"partition {p}"
+        assert resumed[p] == read_partition(a, "orders", p)[200:], f"partition {p}"
     # Checkpoints say the same, in MM2's format, through the client utility and the CLI.
     config = load_config(path)
     translated = remote.translate_offsets(config.cluster("b"), "a", "app")

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -25,7 +24,15 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from helpers.kafka import commit, config_file, create_topic, produce, read_partition, topics
+from helpers.kafka import (
+    commit,
+    config_file,
+    create_topic,
+    produce,
+    read_as_group,
+    read_partition,
+    topics,
+)
 from helpers.kafka import varied_records as records_from
 from helpers.mm2 import MM2_PACE, QUICK_START, true_position, wait_for
 from mirrorflow.checkpoint import remote
@@ -93,29 +100,16 @@ def offsets(config, alias: str, group: str) -> dict[tuple[str, int], int]:
 
 
 def fail_over(bootstrap: str, topic: str, upstream: list[list]) -> list[int]:
-    """app's consumer on ``bootstrap`` from its committed offsets of ``topic``: per
-    partition, the index in ``upstream`` of the first record it reads. Then it reads on to
-    the end and commits there, as an application that failed over would."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "app",
-                         "enable.auto.commit": False, "auto.offset.reset": "error",
-                         "enable.partition.eof": True})
-    first: dict[int, int] = {}
-    ends: dict[int, int] = {}
-    try:
-        consumer.assign([TopicPartition(topic, p) for p in range(len(upstream))])
-        while len(ends) < len(upstream):
-            msg = consumer.poll(10)
-            assert msg is not None, f"app read nothing of {topic} on {bootstrap}"
-            if msg.error():
-                ends[msg.partition()] = msg.offset()
-                continue
-            item = (msg.key(), msg.value(), msg.headers() or None, msg.timestamp()[1])
-            first.setdefault(msg.partition(), upstream[msg.partition()].index(item))
-        consumer.commit(offsets=[TopicPartition(topic, p, at) for p, at in ends.items()],
-                        asynchronous=False)
-    finally:
-        consumer.close()
-    return [first.get(p, len(upstream[p])) for p in range(len(upstream))]
+    """app moves to ``bootstrap``: it reads ``topic`` from its synced offsets to the end and
+    commits there. Per partition, the index in ``upstream`` of the first record it read
+    (the rest follows in order)."""
+    resumed = read_as_group(bootstrap, "app", topic, len(upstream))
+    first = [len(up) - len(resumed[p]) for p, up in enumerate(upstream)]
+    for p, up in enumerate(upstream):
+        assert resumed[p] == up[first[p]:], (bootstrap, topic, p)
+    commit(bootstrap, "app", topic, {p: true_position(bootstrap, topic, p, up, len(up))
+                                     for p, up in enumerate(upstream)})
+    return first
 
 
 def test_both_ways_at_once_with_group_and_acl_sync_against_mm2(spark, three_clusters,

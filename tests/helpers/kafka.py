@@ -129,6 +129,31 @@ def read_partition(bootstrap: str, topic: str, partition: int, start: int = 0,
         consumer.close()
 
 
+def read_as_group(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, list]:
+    """What an application restarted in ``group`` reads of ``topic`` on this cluster, from
+    its committed offsets to the end, per partition, as :func:`read_partition` gives
+    records. A partition the group has no offset for fails (``auto.offset.reset`` error)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "error",
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+    out: dict[int, list] = {p: [] for p in range(partitions)}
+    ended: set[int] = set()
+    try:
+        while len(ended) < partitions:
+            msg = consumer.poll(10)
+            assert msg is not None, f"{group} read nothing of {topic} on {bootstrap}"
+            if msg.error():
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                ended.add(msg.partition())
+                continue
+            out[msg.partition()].append((msg.key(), msg.value(), msg.headers() or None,
+                                         msg.timestamp()[1]))
+    finally:
+        consumer.close()
+    return out
+
+
 def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
     """Retention by hand: DeleteRecords moves the partition's log start to ``before``."""
     tp = TopicPartition(topic, partition, before)
