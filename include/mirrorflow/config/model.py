@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from mirrorflow.config import connect_settings, offset_reset
+from mirrorflow.config.errors import ConfigError, one_line
 from mirrorflow.config.offset_reset import OffsetReset
 from mirrorflow.config.policy import (
     IdentityReplicationPolicy,
@@ -44,7 +45,18 @@ from mirrorflow.config.properties import (
     load_properties,
     parse_properties,
 )
-from mirrorflow.errors import MirrorflowError
+from mirrorflow.config.values import (
+    as_bool,
+    as_int,
+    as_list,
+    as_non_negative_int,
+    as_positive_int,
+    as_regex_list,
+    as_replication_factor,
+    as_schedule,
+    as_string,
+    one_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,116 +66,6 @@ _ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 # Cluster-level keys that are Kafka client settings (MirrorClientConfig.CLIENT_CONFIG_DEF
 # holds bootstrap.servers, security.protocol and the ssl/sasl families).
 _CLIENT_LEVEL_RE = re.compile(r"^(bootstrap\.servers|security\.protocol|ssl\..+|sasl\..+)$")
-
-
-def one_line(text: str) -> str:
-    """``text`` with control and separator characters escaped: a message quoting a key or
-    value from the file stays one line whatever the file holds."""
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
-                   for ch in text)
-
-
-class ConfigError(MirrorflowError):
-    """A configuration error that names the property (and line) at fault, on one line."""
-
-    def __init__(self, message: str, *, prop: str | None = None, line: int | None = None):
-        where = []
-        if line is not None:
-            where.append(f"line {line}")
-        if prop is not None:
-            where.append(f"property '{prop}'")
-        self.prop = prop
-        self.line = line
-        super().__init__(one_line(f"{', '.join(where)}: {message}" if where else message))
-
-
-# --------------------------------------------------------------------------- value types
-
-
-def _as_bool(raw: str) -> bool:
-    low = raw.strip().lower()
-    if low not in ("true", "false"):
-        raise ValueError(f"expected true or false, got {raw!r}")
-    return low == "true"
-
-
-def _as_int(raw: str) -> int:
-    text = raw.strip()
-    if not re.fullmatch(r"[+-]?\d+", text):
-        raise ValueError(f"expected a whole number, got {raw!r}")
-    return int(text)
-
-
-def _as_non_negative_int(raw: str) -> int:
-    value = _as_int(raw)
-    if value < 0:
-        raise ValueError(f"expected a number >= 0, got {raw!r}")
-    return value
-
-
-def _as_positive_int(raw: str) -> int:
-    value = _as_int(raw)
-    if value < 1:
-        raise ValueError(f"expected a number >= 1, got {raw!r}")
-    return value
-
-
-def _as_replication_factor(raw: str) -> int:
-    """A replication factor as Kafka takes it: positive, or -1 for the broker's default
-    (``default.replication.factor``)."""
-    value = _as_int(raw)
-    if value == 0 or value < -1:
-        raise ValueError(f"expected a positive replication factor or -1 (the broker's "
-                         f"default), got {raw!r}")
-    return value
-
-
-def as_list(raw: str) -> tuple[str, ...]:
-    """ConfigDef.Type.LIST: comma-separated, items trimmed, empty string is empty list."""
-    if not raw.strip():
-        return ()
-    return tuple(item.strip() for item in raw.split(","))
-
-
-def _as_regex_list(raw: str) -> tuple[str, ...]:
-    items = as_list(raw)
-    for item in items:
-        try:
-            re.compile(item)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression {item!r}: {exc}") from None
-    return items
-
-
-def _one_of(*choices: str) -> Callable[[str], str]:
-    def parse(raw: str) -> str:
-        value = raw.strip()
-        if value not in choices:
-            raise ValueError(f"expected one of {', '.join(choices)}, got {raw!r}")
-        return value
-
-    return parse
-
-
-def _as_string(raw: str) -> str:
-    return raw.strip()
-
-
-# Airflow's schedule presets: cron shorthands, one run, and runs back to back.
-SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly",
-                    "@quarterly", "@yearly")
-
-
-def _as_schedule(raw: str) -> str | None:
-    value = raw.strip()
-    if value.lower() in ("none", "manual", ""):
-        return None
-    if value in SCHEDULE_PRESETS or (not value.startswith("@") and len(value.split()) == 5):
-        return value
-    raise ValueError(
-        f"expected a 5-field cron expression, one of {', '.join(SCHEDULE_PRESETS)}, or "
-        f"'none', got {raw!r}"
-    )
 
 
 @dataclass(frozen=True)
@@ -190,125 +92,125 @@ DEFAULT_REPLICATION_POLICY = "org.apache.kafka.connect.mirror.DefaultReplication
 
 _SPECS = [
     # MirrorSourceConfig / DefaultTopicFilter
-    PropertySpec("topics", ".*", _as_regex_list, "Topics to replicate: names and regexes."),
+    PropertySpec("topics", ".*", as_regex_list, "Topics to replicate: names and regexes."),
     PropertySpec(
         "topics.exclude",
         r"mm2.*\.internal, .*\.replica, __.*",
-        _as_regex_list,
+        as_regex_list,
         "Topics never replicated; excludes win over includes.",
     ),
     PropertySpec(
         "config.properties.exclude",
         _CONFIG_PROPERTIES_EXCLUDE_DEFAULT,
-        _as_regex_list,
+        as_regex_list,
         "Topic config properties not copied to remote topics.",
     ),
     PropertySpec(
         "use.defaults.from",
         "target",
-        _one_of("target", "source"),
+        one_of("target", "source"),
         "Where a config the source topic leaves at its default comes from: the target's "
         "default (the remote topic's override is removed) or the source's value. "
         "'source' is taken per flow only, as MM2 takes it (at the top level MM2 drops it).",
     ),
-    PropertySpec("refresh.topics.enabled", "true", _as_bool, "Discover new topics each run."),
+    PropertySpec("refresh.topics.enabled", "true", as_bool, "Discover new topics each run."),
     PropertySpec(
         "refresh.topics.interval.seconds",
         "600",
-        _as_non_negative_int,
+        as_non_negative_int,
         "MM2's topic refresh period; here every run refreshes, so this is informational.",
     ),
     PropertySpec(
-        "sync.topic.configs.enabled", "true", _as_bool, "Copy topic configs to remote topics."
+        "sync.topic.configs.enabled", "true", as_bool, "Copy topic configs to remote topics."
     ),
     PropertySpec(
         "sync.topic.configs.interval.seconds",
         "600",
-        _as_non_negative_int,
+        as_non_negative_int,
         "Least time between two topic config syncs.",
     ),
     PropertySpec(
-        "sync.topic.acls.enabled", "true", _as_bool, "Copy topic READ ACLs to remote topics."
+        "sync.topic.acls.enabled", "true", as_bool, "Copy topic READ ACLs to remote topics."
     ),
     PropertySpec(
         "sync.topic.acls.interval.seconds",
         "600",
-        _as_non_negative_int,
+        as_non_negative_int,
         "Least time between two ACL syncs.",
     ),
     PropertySpec(
-        "replication.factor", "2", _as_replication_factor,
+        "replication.factor", "2", as_replication_factor,
         "Replication factor of new remote topics (-1: the broker's default)."
     ),
     PropertySpec(
         "offset-syncs.topic.replication.factor",
         "3",
-        _as_replication_factor,
+        as_replication_factor,
         "Replication factor of the offset-syncs topic.",
     ),
     PropertySpec(
         "offset-syncs.topic.location",
         "source",
-        _one_of("source", "target"),
+        one_of("source", "target"),
         "Cluster that holds mm2-offset-syncs.<cluster>.internal.",
     ),
     PropertySpec(
-        "emit.offset-syncs.enabled", "true", _as_bool, "Emit offset syncs after each run."
+        "emit.offset-syncs.enabled", "true", as_bool, "Emit offset syncs after each run."
     ),
     PropertySpec(
         "offset.lag.max",
         "100",
-        _as_non_negative_int,
+        as_non_negative_int,
         "MM2 emits a sync when downstream lags by more; mirrorflow emits exact syncs anyway.",
     ),
     # MirrorCheckpointConfig / DefaultGroupFilter
-    PropertySpec("groups", ".*", _as_regex_list, "Consumer groups to checkpoint."),
+    PropertySpec("groups", ".*", as_regex_list, "Consumer groups to checkpoint."),
     PropertySpec(
         "groups.exclude",
         r"console-consumer-.*, connect-.*, __.*",
-        _as_regex_list,
+        as_regex_list,
         "Consumer groups never checkpointed; excludes win over includes.",
     ),
-    PropertySpec("refresh.groups.enabled", "true", _as_bool, "Discover new groups each run."),
+    PropertySpec("refresh.groups.enabled", "true", as_bool, "Discover new groups each run."),
     PropertySpec(
         "refresh.groups.interval.seconds",
         "600",
-        _as_non_negative_int,
+        as_non_negative_int,
         "MM2's group refresh period; here every run refreshes, so this is informational.",
     ),
-    PropertySpec("emit.checkpoints.enabled", "true", _as_bool, "Emit checkpoints for groups."),
+    PropertySpec("emit.checkpoints.enabled", "true", as_bool, "Emit checkpoints for groups."),
     PropertySpec(
         "emit.checkpoints.interval.seconds",
         "60",
-        _as_non_negative_int,
+        as_non_negative_int,
         "MM2's checkpoint period; accepted without effect: checkpoints are emitted once "
         "per run, after its commit.",
     ),
     PropertySpec(
         "sync.group.offsets.enabled",
         "false",
-        _as_bool,
+        as_bool,
         "Write translated offsets into idle target consumer groups.",
     ),
     PropertySpec(
         "sync.group.offsets.interval.seconds",
         "60",
-        _as_non_negative_int,
+        as_non_negative_int,
         "MM2's group offset sync period; accepted without effect: groups are synced once "
         "per run, after its checkpoints.",
     ),
     PropertySpec(
         "checkpoints.topic.replication.factor",
         "3",
-        _as_replication_factor,
+        as_replication_factor,
         "Replication factor of <source>.checkpoints.internal.",
     ),
     # MirrorHeartbeatConfig
-    PropertySpec("emit.heartbeats.enabled", "true", _as_bool, "Emit heartbeats each run."),
+    PropertySpec("emit.heartbeats.enabled", "true", as_bool, "Emit heartbeats each run."),
     PropertySpec(
         "heartbeats.replication.enabled",
         "true",
-        _as_bool,
+        as_bool,
         "Mirror heartbeat topics even when 'topics' does not select them (MM2's "
         "MirrorSourceConfig); false leaves them to 'topics', and the run senses no heartbeat "
         "the flow does not mirror.",
@@ -316,20 +218,20 @@ _SPECS = [
     PropertySpec(
         "emit.heartbeats.interval.seconds",
         "1",
-        _as_non_negative_int,
+        as_non_negative_int,
         "MM2's heartbeat period; a batch run emits one heartbeat per run.",
     ),
     PropertySpec(
         "heartbeats.topic.replication.factor",
         "3",
-        _as_replication_factor,
+        as_replication_factor,
         "Replication factor of the heartbeats topic.",
     ),
     # MirrorConnectorConfig
     PropertySpec(
         "replication.policy.class",
         DEFAULT_REPLICATION_POLICY,
-        _as_string,
+        as_string,
         "Naming of remote topics: Default, Identity, or a Python class by dotted name.",
     ),
     PropertySpec(
@@ -341,21 +243,21 @@ _SPECS = [
     PropertySpec(
         "replication.policy.internal.topic.separator.enabled",
         "true",
-        _as_bool,
+        as_bool,
         "Use the separator in internal topic names too (KIP-690).",
     ),
     # Kafka Connect connector settings MM2 honours
     PropertySpec(
         "exactly.once.support",
         "requested",
-        _one_of("requested", "required"),
+        one_of("requested", "required"),
         "KIP-618: 'required' fails a flow whose target cannot run transactions.",
         origin="Connect",
     ),
     PropertySpec(
         "tasks.max",
         "1",
-        _as_positive_int,
+        as_positive_int,
         "MM2's task count; accepted without effect: each range is written by one Spark "
         "task, so a run's parallelism is its partition count (up to Spark's cores).",
         origin="Connect",
@@ -364,7 +266,7 @@ _SPECS = [
     PropertySpec(
         "mirrorflow.schedule",
         "*/5 * * * *",
-        _as_schedule,
+        as_schedule,
         "Airflow schedule of the flow's DAG: cron, a preset (@hourly), '@continuous' (runs "
         "back to back, one at a time: a flow's lag is one run, not an interval plus a run), "
         "or 'none' for manual.",
@@ -373,42 +275,42 @@ _SPECS = [
     PropertySpec(
         "mirrorflow.spark.master",
         "local[*]",
-        _as_string,
+        as_string,
         "Spark master for the mirror job when run without Airflow's Spark connection.",
         origin="mirrorflow",
     ),
     PropertySpec(
         "mirrorflow.spark.conn.id",
         "spark_default",
-        _as_string,
+        as_string,
         "Airflow connection the SparkSubmitOperator uses.",
         origin="mirrorflow",
     ),
     PropertySpec(
         "mirrorflow.retry.delay.seconds",
         "60",
-        _as_non_negative_int,
+        as_non_negative_int,
         "Airflow's delay before a failed task of the flow's DAG is retried.",
         origin="mirrorflow",
     ),
     PropertySpec(
         "mirrorflow.lease.timeout.seconds",
         "30",
-        _as_positive_int,
+        as_positive_int,
         "A step's hold on the flow lapses this long after its process stops renewing it.",
         origin="mirrorflow",
     ),
     PropertySpec(
         "mirrorflow.lease.wait.seconds",
         "60",
-        _as_non_negative_int,
+        as_non_negative_int,
         "How long a run waits for another run of the same flow before it fails.",
         origin="mirrorflow",
     ),
     PropertySpec(
         "mirrorflow.lease.run.timeout.seconds",
         "900",
-        _as_positive_int,
+        as_positive_int,
         "A DAG run owns its flow from claim_flow to its report task; between its tasks the "
         "ownership lapses this long after the last task let go (a run killed hard).",
         origin="mirrorflow",
@@ -416,14 +318,14 @@ _SPECS = [
     PropertySpec(
         "mirrorflow.max.records.per.partition",
         "1000000",
-        _as_positive_int,
+        as_positive_int,
         "Largest range one run plans for one source partition; the rest waits for the next run.",
         origin="mirrorflow",
     ),
     PropertySpec(
         "mirrorflow.transaction.records",
         "100000",
-        _as_positive_int,
+        as_positive_int,
         "Records per writer transaction (also bounded to 64 MiB): each commits its records "
         "with their ranges' resume positions, so a retry redoes at most one transaction.",
         origin="mirrorflow",
@@ -431,7 +333,7 @@ _SPECS = [
     PropertySpec(
         "mirrorflow.write.tasks",
         "8",
-        _as_positive_int,
+        as_positive_int,
         "Write tasks per run at most: the plan deals its ranges out to this many slots, "
         "balanced by size, and each slot's ranges are written by one Spark task with one "
         "transactional producer (a transactional id per flow and slot) whose "
@@ -445,7 +347,7 @@ _SPECS = [
     PropertySpec(
         "mirrorflow.records.per.spark.partition",
         "2000000",
-        _as_positive_int,
+        as_positive_int,
         "The completeness check reads a range longer than this in several Spark input "
         "partitions (the mirror reads each range in one, to keep its order). Each piece "
         "costs a Kafka consumer of its own, which pays off only where ranges are fewer "
@@ -463,7 +365,7 @@ _SPECS = [
     PropertySpec(
         "mirrorflow.validate.expectations.dir",
         "",
-        _as_string,
+        as_string,
         "Folder of extra Great Expectations suites (JSON) run over the mirrored records; "
         "empty = include/expectations of the project.",
         origin="mirrorflow",
@@ -471,7 +373,7 @@ _SPECS = [
     PropertySpec(
         "mirrorflow.reports.retention.runs",
         "1000",
-        _as_positive_int,
+        as_positive_int,
         "Run reports (summary and Data Docs) kept per flow: the newest this many; each run "
         "removes older ones as it writes its own.",
         origin="mirrorflow",
@@ -479,14 +381,14 @@ _SPECS = [
     PropertySpec(
         "mirrorflow.reports.retention.days",
         "7",
-        _as_positive_int,
+        as_positive_int,
         "Run reports older than this many days are removed, whatever their number.",
         origin="mirrorflow",
     ),
     PropertySpec(
         "mirrorflow.alert.max.lag.records",
         "-1",
-        _as_int,
+        as_int,
         "Fail the run's report task (after the report is written) when a partition lags "
         "more records than this after the run (-1 = off).",
         origin="mirrorflow",
@@ -494,7 +396,7 @@ _SPECS = [
     PropertySpec(
         "mirrorflow.alert.max.heartbeat.age.ms",
         "-1",
-        _as_int,
+        as_int,
         "Fail the run's report task (after the report is written) when the newest "
         "heartbeat on the target is older (-1 = off).",
         origin="mirrorflow",
@@ -502,7 +404,7 @@ _SPECS = [
     PropertySpec(
         "failOnDataLoss",
         "true",
-        _as_bool,
+        as_bool,
         "Spark-style: fail when retention removed records not yet mirrored; "
         "false records the gap and goes on.",
         origin="Spark",
@@ -916,7 +818,7 @@ def _flow(
     for prop, entry in own.items():
         full = prefix + prop
         if prop == "enabled":
-            enabled = _parse_value(_as_bool, entry, full)
+            enabled = _parse_value(as_bool, entry, full)
             continue
         if prop in _MISSPELLINGS and prop not in _DEPRECATED_ALIASES:
             raise ConfigError(
