@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mirrorflow.config.transforms import SMT_CLASS
+
 _MIRROR = "org.apache.kafka.connect.mirror."
 BYTE_ARRAY_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
 
@@ -58,12 +60,10 @@ SETTINGS: tuple[ConnectSetting, ...] = (
     _only("config.property.filter.class", _MIRROR + "DefaultConfigPropertyFilter",
           "MM2 asks this class which topic configs to copy to remote topics.",
           "express the selection with 'config.properties.exclude', or keep this flow on MM2"),
-    ConnectSetting("transforms", "MM2 runs these Single Message Transforms on every record "
-                   "(renaming topics, dropping or rewriting records).", refuse_any=True,
-                   remedy="mirrorflow copies records unchanged: remove the chain (rename "
-                   "remote topics with 'replication.policy.class') or keep this flow on MM2"),
-    ConnectSetting("transforms.", "Configuration of a transform chain (see 'transforms').",
-                   refuse_any=True, remedy="remove the transform chain"),
+    ConnectSetting("transforms.", "MM2 runs these Single Message Transforms on every record "
+                   "(renaming topics, dropping or rewriting records); mirrorflow runs the "
+                   "schema registry transfer (docs/schemas.md) and refuses any other.",
+                   accepted=(SMT_CLASS,)),
     ConnectSetting("predicates", "Conditions for the transform chain (see 'transforms').",
                    refuse_any=True, remedy="remove the predicates with the transform chain"),
     ConnectSetting("predicates.", "Configuration of a predicate (see 'transforms').",

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mirrorflow.config import connect_settings, offset_reset
+from mirrorflow.config import connect_settings, offset_reset, transforms
 from mirrorflow.config.errors import ConfigError, one_line
 from mirrorflow.config.offset_reset import OffsetReset
 from mirrorflow.config.policy import (
@@ -45,6 +45,7 @@ from mirrorflow.config.properties import (
     load_properties,
     parse_properties,
 )
+from mirrorflow.config.transforms import SchemaTransfer
 from mirrorflow.config.values import (
     as_bool,
     as_int,
@@ -494,6 +495,8 @@ class FlowConfig:
     explicit: frozenset[str] = field(default_factory=frozenset)
     # Where a partition with no position starts (MM2's source consumer's reset).
     offset_reset: OffsetReset = field(default_factory=OffsetReset)
+    # The schema registry transfer of its transform chain (config.transforms), if any.
+    schema_transfer: SchemaTransfer | None = None
 
     @property
     def name(self) -> str:
@@ -771,7 +774,7 @@ def _top_level_flow_defaults(
                 "connectors only their own properties, and this one is its config "
                 f"filter's): write it per flow, 'SOURCE->TARGET.{key}', so that MM2 and "
                 "mirrorflow both honour it", prop=key, line=entry.line)
-        if canonical in FLOW_PROPERTIES:
+        if canonical in FLOW_PROPERTIES or transforms.is_transform_key(key):
             defaults[canonical] = entry
         elif (key in _TOP_LEVEL_KEYS or _CLIENT_LEVEL_RE.match(key)
               or re.fullmatch(r"config\.providers\.[^.]+\.(class|param\..+)", key)):
@@ -831,7 +834,7 @@ def _flow(
         if canonical != prop:
             warnings.append(f"line {entry.line}: '{full}' is deprecated; use "
                             f"'{prefix}{canonical}'")
-        if canonical in FLOW_PROPERTIES:
+        if canonical in FLOW_PROPERTIES or transforms.is_transform_key(prop):
             chosen[canonical] = (entry, full)
         elif prop in offset_reset.FLOW_KEYS:
             continue  # resolved with the cluster's own (_with_offset_resets)
@@ -859,7 +862,11 @@ def _flow(
         else:
             values[name] = spec.parse(spec.default)
     _load_policy_or_fail(values, chosen)
-    return FlowConfig(source, target, enabled, values, frozenset(chosen))
+    transfer = transforms.parse(f"{source}{FLOW_ARROW}{target}", {
+        k: pair for k, pair in chosen.items() if transforms.is_transform_key(k)})
+    return FlowConfig(source, target, enabled, values,
+                      frozenset(k for k in chosen if k in FLOW_PROPERTIES),
+                      schema_transfer=transfer)
 
 
 def _parse_value(parse: Callable[[str], Any], entry: Entry, full: str) -> Any:

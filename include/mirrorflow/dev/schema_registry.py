@@ -12,8 +12,9 @@ same subject keeps its id and version; ids are global, and the same schema under
 subject gets the same id), ``POST /subjects/{s}`` (lookup), ``GET /subjects/{s}/versions``
 and ``/versions/{v}`` (``latest`` too), ``GET``/``PUT /config`` and ``/config/{s}``; errors
 with Confluent's codes (40401 subject, 40402 version, 40403 schema not found, 409
-incompatible, 42201 invalid schema, 42203 invalid compatibility level). Ids start at
-``first_id``, so two registries in a test hand out different ids.
+incompatible, 42201 invalid schema, 42203 invalid compatibility level, 40101 a request
+without the basic-auth ``user_info`` the registry was given). Ids start at ``first_id``,
+so two registries in a test hand out different ids; ``requests`` lists what was asked.
 
 Compatibility is checked for Avro records only, by field: a reader must find each of its
 fields without a default among the writer's, with the same type (``BACKWARD``: the new
@@ -23,6 +24,7 @@ against every version; ``NONE`` nothing). Other schema types are taken as compat
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
@@ -97,6 +99,8 @@ class Registry:
     levels: dict[str, str] = field(default_factory=dict)
     level: str = "BACKWARD"
     lock: threading.Lock = field(default_factory=threading.Lock)
+    user_info: str = ""  # when set, every request needs it as HTTP basic auth (401 else)
+    requests: list[str] = field(default_factory=list)  # "METHOD /path", in order
 
     def schema(self, schema_id: int) -> dict:
         if schema_id not in self.schemas:
@@ -204,8 +208,12 @@ class _Handler(BaseHTTPRequestHandler):
 
         path = urlsplit(self.path).path.rstrip("/")
         length = int(self.headers.get("Content-Length") or 0)
+        self.registry.requests.append(f"{method} {path}")
         try:
             body = json.loads(self.rfile.read(length)) if length else {}
+            if self.registry.user_info and self.headers.get("Authorization") != (
+                    "Basic " + base64.b64encode(self.registry.user_info.encode()).decode()):
+                raise RegistryError(401, 40101, "Unauthorized")
             for verb, pattern, action in ROUTES:
                 match = re.fullmatch(pattern, path)
                 if verb == method and match:
@@ -247,20 +255,24 @@ class LocalRegistry:
     first_id: int = 1
     host: str = "127.0.0.1"
     port: int = 0
+    user_info: str = ""  # "user:password" every request must carry (basic auth)
     registry: Registry = field(init=False)
     server: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.registry = Registry(self.first_id)
+        self.registry = Registry(self.first_id, user_info=self.user_info)
 
     @property
     def url(self) -> str:
-        assert self.server is not None, "the registry is not started"
-        return f"http://{self.host}:{self.server.server_address[1]}"
+        assert self.port, "the registry was never started"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> LocalRegistry:
+        """Serve (again, after :meth:`stop`, on the same port and with the same
+        schemas)."""
         handler = type("Handler", (_Handler,), {"registry": self.registry})
         self.server = ThreadingHTTPServer((self.host, self.port), handler)
+        self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True,
                          name=f"schema registry :{self.server.server_address[1]}").start()
         return self

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field, replace
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.quality.digests import record_digest, restamped
+from mirrorflow.schema.mapping import ProofView
+from mirrorflow.schema.wire import rewrite_sql
 from mirrorflow.spark.kafka_source import read_ranges
 
 BUCKET = 1 << 16  # offsets per join bucket
@@ -139,7 +141,8 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
             regions: list[RegionCheck], no_timestamps: set[str],
             split_records: int | None = None, compacted: set[str] = frozenset(),
             exact: bool = False, restamp_ms: int = 0, *,
-            topic_ids: Mapping[str, Mapping[str, str]]) -> dict[tuple[str, int], Compared]:
+            topic_ids: Mapping[str, Mapping[str, str]],
+            schemas: ProofView | None = None) -> dict[tuple[str, int], Compared]:
     """Per remote partition: the range's aggregates on both sides, the region's foreign
     records and, where the aggregates differ, the record-by-record findings.
     ``topic_ids``: per cluster alias, the flow's topics there and their ids (the reads'
@@ -148,7 +151,8 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     ``compacted`` those compared on the newest record of each key. ``exact`` (for a
     second look at unequal partitions): read every range's source and look up the owner
     of every target record. ``restamp_ms``: the plan's time, which the writer gave source
-    records stamped at or before the epoch (:func:`digests.restamp`)."""
+    records stamped at or before the epoch (:func:`digests.restamp`). ``schemas``: a
+    schema transfer's id mappings, as the comparison applies them."""
     from pyspark.sql import functions as F
 
     out: dict[tuple[str, int], Compared] = {(r.remote_topic, r.partition): Compared()
@@ -157,8 +161,9 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     remote_of = {r.topic: r.remote_topic for r in ranges}
     # Ranges whose writer gave the source side's aggregates are not read again (not on
     # compacted topics, where only the newest record of a key counts).
+    unusable = compacted | (schemas.ambiguous if schemas else set())
     written = {(r.remote_topic, r.partition): r.written for r in ranges
-               if r.written and r.remote_topic not in compacted}
+               if r.written and r.remote_topic not in unusable}
     for key, w in written.items():
         digest = w["xor_no_ts"] if key[0] in no_timestamps else w["xor"]
         out.setdefault(key, Compared()).source = Counts(w["records"], digest, w["first"],
@@ -166,7 +171,7 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     unread = [r for r in ranges if (r.remote_topic, r.partition) not in written]
     if unread:
         sides.append(_source_side(spark, F, config, flow, unread, remote_of, no_timestamps,
-                                  split_records, restamp_ms, topic_ids[flow.source]))
+                                  split_records, restamp_ms, topic_ids[flow.source], schemas))
     readable = [r for r in regions if r.end > r.start]
     # Where no other flow writes and no compaction removes records, every target record
     # is first taken as this flow's: equal aggregates then prove that each one sits at a
@@ -176,7 +181,7 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
                                 for r in readable)
     if readable:
         sides.append(_target_side(spark, F, config, flow, readable, no_timestamps,
-                                  split_records, assumed, topic_ids[flow.target]))
+                                  split_records, assumed, topic_ids[flow.target], schemas))
     if not sides:
         return out
     records = _newest_per_key(
@@ -207,7 +212,8 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
             spark, config, flow,
             [replace(r, written=None) for r in ranges if (r.remote_topic, r.partition) in again],
             [r for r in regions if (r.remote_topic, r.partition) in again], no_timestamps,
-            split_records, compacted, exact=True, restamp_ms=restamp_ms, topic_ids=topic_ids))
+            split_records, compacted, exact=True, restamp_ms=restamp_ms, topic_ids=topic_ids,
+            schemas=schemas))
         unequal = [key for key in unequal if key not in again]
     if unequal:
         for key, found in _diagnose(spark, F, records.where(kept), unequal).items():
@@ -232,17 +238,32 @@ def _newest_per_key(F, records, compacted: set[str]):
             .drop("k"))
 
 
+def _with_ids(F, frame, maps: dict[str, dict[tuple[str, int], int]], topic_of=None):
+    """``frame`` with the schema ids of its keys and values rewritten by ``maps`` (per
+    part, keyed (remote topic, id); ``topic_of``: a record's topic -> its remote topic)."""
+    for part, table in maps.items():
+        if table:
+            if topic_of:  # source records: key the table by source topic
+                source_of = {remote: topic for topic, remote in topic_of.items()}
+                table = {(source_of[t], i): v for (t, i), v in table.items() if t in source_of}
+            frame = frame.withColumn(part, rewrite_sql(F, part, "topic", table))
+    return frame
+
+
 def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split,
-                 restamp_ms: int, topic_ids: Mapping[str, str]):
+                 restamp_ms: int, topic_ids: Mapping[str, str], schemas: ProofView | None):
     """(side 's', remote_topic, partition, d = the claimed remote offset, u, digest)."""
     frame = _read(spark, config.cluster(flow.source),
                   [(r.topic, r.partition, r.start, r.end) for r in ranges], split,
                   tasks=flow.get("mirrorflow.write.tasks"), topic_ids=topic_ids)
+    if schemas:
+        frame = _with_ids(F, frame, schemas.same, remote_of)
     remote = F.create_map(*[F.lit(x) for pair in remote_of.items() for x in pair])
     records = frame.select(
         "topic", "partition", "offset", remote[F.col("topic")].alias("remote_topic"),
         record_digest(F, ~_in(remote[F.col("topic")], no_timestamps, F),
-                      restamped(F, restamp_ms)).alias("digest"),
+                      restamped(F, restamp_ms),
+                      headers=not schemas or schemas.headers).alias("digest"),
         F.col("key").alias("k"))
     runs = [(r.topic, r.partition, lo, hi, delta) for r in ranges for lo, hi, delta in _runs(r)]
     return _lookup(spark, F, records, runs, "long").select(
@@ -252,7 +273,7 @@ def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split
 
 
 def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed: bool,
-                 topic_ids: Mapping[str, str]):
+                 topic_ids: Mapping[str, str], schemas: ProofView | None):
     """(side 't' own / 'o' another flow's / 'f' foreign, remote_topic, partition, d, u
     null, digest); ``assumed``: every record 't' (see :func:`compare`)."""
     # What a read_committed consumer sees: a zombie's aborted writes are not there.
@@ -260,6 +281,8 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
                   [(r.remote_topic, r.partition, r.start, r.end) for r in regions], split,
                   "read_committed", tasks=flow.get("mirrorflow.write.tasks"),
                   topic_ids=topic_ids)
+    if schemas:  # each record as its source was: its source schema ids
+        frame = _with_ids(F, frame, schemas.back)
     records = frame.select(
         "topic", "partition", "offset",
         record_digest(F, ~_in(F.col("topic"), no_timestamps, F)).alias("digest"),

@@ -24,7 +24,7 @@ _P4 = np.uint64(0x85EBCA77C2B2AE63)
 _P5 = np.uint64(0x27D4EB2F165667C5)
 
 
-def record_digest(F, with_timestamp, timestamp=None):
+def record_digest(F, with_timestamp, timestamp=None, headers: bool = True):
     """A record's digest (Spark SQL); ``with_timestamp`` (a boolean column) says whether
     its timestamp counts, ``timestamp`` is the one that does (the record's own unless
     given: :func:`restamped` for a source record). Spark's hash skips nulls, so nullness
@@ -32,9 +32,11 @@ def record_digest(F, with_timestamp, timestamp=None):
     an empty one): cheaper than hashing the nested column (see
     ``kafka_source.for_writer``). The timestamp comes last, so the digest with it is
     XXH64's ``hashLong`` of the timestamp seeded with the digest without it
-    (:func:`with_timestamps`)."""
-    flags = [F.col("key").isNull(), F.col("value").isNull(), F.col("headers").isNull()]
-    headers = F.to_json("headers")
+    (:func:`with_timestamps`). Without ``headers`` (a source record whose headers the
+    schema transfer drops), the record is hashed as if it had none."""
+    has = F.col("headers").isNull() if headers else F.lit(True)
+    flags = [F.col("key").isNull(), F.col("value").isNull(), has]
+    headers = F.to_json("headers") if headers else F.lit(None).cast("string")
     stamp = F.col("timestamp") if timestamp is None else timestamp
     return F.when(with_timestamp,
                   F.xxhash64("key", "value", headers, *flags, stamp)).otherwise(
@@ -73,11 +75,11 @@ def restamped(F, at_ms: int):
                   F.timestamp_millis(F.lit(at_ms))).otherwise(stamp)
 
 
-def writer_columns(F) -> list:
+def writer_columns(F, headers: bool = True) -> list:
     """The digest the mirror's read hands its writer: without the timestamp (the writer
     has the timestamp and adds it in numpy; whether the remote topic keeps timestamps is
     the proof's to decide). One hash per record in the JVM instead of two."""
-    return [record_digest(F, F.lit(False)).alias("digest_no_ts")]
+    return [record_digest(F, F.lit(False), headers=headers).alias("digest_no_ts")]
 
 
 def with_timestamps(digests_no_ts: np.ndarray, timestamps) -> np.ndarray:

@@ -292,7 +292,7 @@ def render(summary: dict) -> str:
     """The summary as a terminal table: per partition planned, written by this run,
     written by an earlier attempt, verified, digest match and lag, then the failures, what
     the proof noted (timestamps not compared, compaction, restamped records), the data
-    loss recorded and the heartbeat's age."""
+    loss recorded, a schema transfer's id mappings and the heartbeat's age."""
     validation = summary.get("validation") or {}
     lines = [f"flow {summary.get('flow')}  run {summary.get('run_id')}  "
              f"plan {summary.get('plan_id')}",
@@ -332,6 +332,9 @@ def render(summary: dict) -> str:
               f"offsets {g['start']}..{g['end'] - 1} were removed by retention before they "
               "were mirrored" for g in summary.get("gaps", [])]
     lines += [f"  break {describe_break(b)}" for b in summary.get("breaks", [])]
+    lines += [f"  schema {m['remote_topic']} {m['part']}: source id {m['source_id']} -> target "
+              f"id {m['target_id']} ({m['subject']} v{m['version']}, {m['schema_type']})"
+              for m in validation.get("schemas", [])]
     heartbeat = summary.get("heartbeat") or {}
     if heartbeat.get("age_ms") is not None:
         lines.append(f"heartbeat: newest on the target {heartbeat['age_ms']} ms old")

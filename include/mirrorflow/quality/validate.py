@@ -53,13 +53,14 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.plain import plain
-from mirrorflow.quality import reports
+from mirrorflow.quality import reports, schema_check
 from mirrorflow.quality.compare import Compared, RangeCheck, RegionCheck, compare
 from mirrorflow.quality.gx_import import import_gx
 from mirrorflow.quality.sync_check import range_findings
+from mirrorflow.schema import mapping
 from mirrorflow.source import history, ledger
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import Plan, Range
+from mirrorflow.source.plan import Plan, PlanStore, Range
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +195,8 @@ class Validation:
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     expectations: dict[str, bool] = field(default_factory=dict)
+    # A schema transfer's mappings the run's records use (quality.schema_check).
+    schemas: list[dict] = field(default_factory=list)
     data_docs: str | None = None
     duration_s: float = 0.0
 
@@ -650,12 +653,16 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
     # ranges' regions, which are among checks.regions).
     topic_ids = {flow.source: plan.topic_ids,
                  flow.target: remote_topic_ids(config, flow, plan) if checks.regions else {}}
+    transfer, stored, view = flow.schema_transfer, {}, None
+    if transfer is not None:
+        stored = mapping.stored(PlanStore(config, flow).topic.read())
+        view = mapping.ProofView.of(stored, transfer.include_headers)
     if checks.regions:
         no_timestamps, compacted = remote_topic_traits(
             config, flow, {r.remote_topic for r in checks.regions})
         found = compare(spark, config, flow, checks.ranges, checks.regions, no_timestamps,
                         flow.get("mirrorflow.records.per.spark.partition"), compacted,
-                        restamp_ms=plan.created_ms, topic_ids=topic_ids)
+                        restamp_ms=plan.created_ms, topic_ids=topic_ids, schemas=view)
         for rp, verdict in checks.verdicts.items():
             verdict.timestamps_compared = rp[0] not in no_timestamps
             if rp in found:
@@ -695,6 +702,9 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
     validation.failures = [p for v in verdict_list for p in v.problems()]
     validation.failures += [p for c in validation.checkpoints if (p := c.problem())]
     validation.failures += chain_findings(plan, checks.chains)
+    if transfer is not None:
+        validation.schemas, found_wrong = schema_check.check(config, flow, result, stored)
+        validation.failures += found_wrong
     validation.failures += [f for r in result.get("ranges", []) for f in range_findings(r)]
     for v in verdict_list:
         if v.lost is None:

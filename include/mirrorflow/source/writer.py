@@ -58,6 +58,7 @@ from mirrorflow.plain import plain
 from mirrorflow.quality.digests import RangeDigest, restamp
 from mirrorflow.quality.sync_check import shifted
 from mirrorflow.source import ledger
+from mirrorflow.source.plan import plans_topic
 from mirrorflow.source.write_stats import AgeStats, TimestampStats
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,8 @@ class RangeResult:
     # The proof's source-side aggregates, when this attempt wrote the whole range from
     # contiguous offsets (digests.RangeDigest.summary).
     source_digest: dict | None = None
+    # (record part, source schema id) of the records it wrote, under a schema transfer.
+    schema_ids: list[tuple[str, int]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return plain(self)
@@ -169,6 +172,7 @@ class _Range:
         self.latency = AgeStats()
         self.uncommitted = TimestampStats()
         self.digest = RangeDigest(task.start)
+        self.schema_ids: set[tuple[str, int]] = set()
 
     @property
     def where(self) -> str:
@@ -181,7 +185,8 @@ class SlotWriter:
     Use: open(), write_batch()..., close()."""
 
     def __init__(self, tasks: list[WriteTask], target: ClusterConfig, source: ClusterConfig,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, mapper: Any = None,
+                 drop_headers: bool = False):
         if not tasks or len({(t.flow, t.slot) for t in tasks}) != 1:
             raise MirrorflowError("a slot writer takes the ranges of one flow's one slot")
         self.tasks = tasks
@@ -198,11 +203,15 @@ class SlotWriter:
         self._txn_records = 0
         self._txn_bytes = 0
         self._spans_topic = ledger.spans_topic(tasks[0].source_alias)
+        self._plans_topic = plans_topic(tasks[0].source_alias)
         self._opened = 0.0
         self._fatal = None  # librdkafka's fatal error (a newer writer fenced this one)
         self._pending: list[tuple[_Range, list[Any]]] | None = None  # slices to write again
         self._aborts = 0  # of the open transaction, for a passing cause
         self._delivery_timeout_s = TIMEOUT_S
+        # The schema registry transfer (schema.transfer.IdMapper), and whether it drops
+        # headers (include.message.headers = false).
+        self.mapper, self.drop_headers = mapper, drop_headers
 
     @property
     def where(self) -> str:
@@ -306,6 +315,7 @@ class SlotWriter:
             state.result.replication_latency_ms = state.latency.summary()
             state.result.write_seconds = seconds
             state.result.source_digest = state.digest.summary(state.task.end)
+            state.result.schema_ids = sorted(state.schema_ids)
             out.append(state.result)
         return out
 
@@ -337,6 +347,9 @@ class SlotWriter:
             return
         batch, restamped = restamp(batch.slice(first), state.task.restamp_ms)
         state.result.restamped += restamped
+        if self.mapper is not None:
+            batch, used = self.mapper.apply(batch, state.task.topic, state.task.remote_topic)
+            state.schema_ids |= used
         if not state.start_checked:
             self._check_start(state, int(batch.column("offset")[0].as_py()))
         received = TimestampStats()
@@ -395,7 +408,7 @@ class SlotWriter:
         keys = batch.column("key").to_pylist()
         values = batch.column("value").to_pylist()
         stamps = pc.divide(batch.column("timestamp").cast(pa.int64()), 1000).to_pylist()
-        headers = _header_lists(batch.column("headers"))
+        headers = None if self.drop_headers else _header_lists(batch.column("headers"))
         every = careful or not self.transactional
         produce, poll = self._producer.produce, self._producer.poll
         topic, partition, last = state.task.remote_topic, state.task.partition, n - 1
@@ -465,6 +478,8 @@ class SlotWriter:
             except _Abortable as exc:
                 self._write_again(exc.reason)
         self._aborts = 0
+        if self.mapper is not None:
+            self.mapper.committed()
         self._committed(touched, spans)
 
     def _commit_once(self, touched: list[_Range]) -> dict[int, list[ledger.Span]]:
@@ -482,7 +497,11 @@ class SlotWriter:
             if spans is None:
                 raise WriteError(f"{self.where}: remote offsets of one record are not "
                                  "contiguous with themselves")  # never with a callback each
-        failed = self._produce_spans([span for state in touched for span in spans[id(state)]])
+        failed = self._produce_state(
+            [(self._spans_topic, span.value(), span.key())
+             for state in touched for span in spans[id(state)]]
+            + [(self._plans_topic, m.value(), m.key())
+               for m in (self.mapper.uncommitted if self.mapper else [])])
         positions = [TopicPartition(state.task.remote_topic, state.task.partition,
                                     int(state.txn[-1].upstream[-1]) + 1,
                                     metadata=state.task.plan_id) for state in touched]
@@ -503,9 +522,9 @@ class SlotWriter:
             raise self._transaction_failed(error.str()) from None
         return spans
 
-    def _produce_spans(self, spans: list[ledger.Span]) -> list:
-        """Produce the span records into the transaction; the returned list fills with
-        their delivery errors."""
+    def _produce_state(self, records: list[tuple[str, bytes, bytes]]) -> list:
+        """Produce the span records (and new schema mappings) into the transaction; the
+        returned list fills with their delivery errors."""
         from confluent_kafka import KafkaException
 
         failed: list = []
@@ -514,10 +533,9 @@ class SlotWriter:
             if err is not None:
                 failed.append(err)
 
-        for span in spans:
+        for topic, value, key in records:
             try:
-                self._producer.produce(self._spans_topic, span.value(), span.key(),
-                                       on_delivery=delivered)
+                self._producer.produce(topic, value, key, on_delivery=delivered)
             except KafkaException as exc:
                 raise self._abortable(exc.args[0]) or self._spans_failed(exc.args[0]) from None
         return failed

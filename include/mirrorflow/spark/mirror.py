@@ -20,9 +20,12 @@ from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import digests
+from mirrorflow.schema import mapping
+from mirrorflow.schema.mapping import IdMapping, MappingKey
+from mirrorflow.schema.transfer import IdMapper
 from mirrorflow.source import ledger
 from mirrorflow.source.history import merge_spans
-from mirrorflow.source.plan import Plan
+from mirrorflow.source.plan import Plan, PlanStore
 from mirrorflow.source.writer import SlotWriter, WriteTask
 from mirrorflow.spark.kafka_source import for_writer, read_ranges
 
@@ -88,10 +91,13 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
         ledger.spans_store(target, flow.source, flow.get("replication.factor")).ensure()
         from pyspark.sql import functions as F
 
+        transfer = flow.schema_transfer
         frame = for_writer(_slot_reads(spark, source, reads, plan.topic_ids),
-                           *digests.writer_columns(F))
+                           *digests.writer_columns(
+                               F, headers=transfer is None or transfer.include_headers))
+        known = mapping.stored(PlanStore(config, flow).topic.read()) if transfer else {}
         write = functools.partial(write_slot, config.text, flow.source, flow.target,
-                                  pending)
+                                  pending, known)
         try:
             rows = frame.mapInArrow(write, RESULT_SCHEMA).collect()
         except Exception as exc:
@@ -176,7 +182,8 @@ def plan_result(config: MirrorConfig, flow: FlowConfig, plan: Plan,
             "record_age_ms": done.get("record_age_ms"),
             "replication_latency_ms": done.get("replication_latency_ms"),
             "write_seconds": done.get("write_seconds", 0.0),
-            "source_digest": done.get("source_digest")})
+            "source_digest": done.get("source_digest"),
+            "schema_ids": done.get("schema_ids", [])})
     return {"plan_id": plan.plan_id, "ranges": ranges}
 
 
@@ -187,12 +194,13 @@ def worker_error(exc: Exception) -> MirrorflowError:
     """The error a write task raised, as a mirrorflow error with its own one-line message
     (Spark wraps it in a Java exception with the worker's traceback); anything else is a
     :class:`MirrorJobError` quoting Spark's first line."""
+    from mirrorflow.schema import registries
     from mirrorflow.source import writer
 
     found = _RAISED.findall(str(exc))
     if found:
         name, message = found[-1]
-        kind = getattr(writer, name, None)
+        kind = getattr(writer, name, None) or getattr(registries, name, None)
         kind = kind if isinstance(kind, type) and issubclass(kind, MirrorflowError) \
             else writer.WriteError
         return kind(message.strip())
@@ -211,13 +219,20 @@ def _check_topics_exist(source, topics: set[str]) -> None:
 
 
 def write_slot(config_text: str, source_alias: str, target_alias: str,
-               tasks: dict[tuple[str, int], WriteTask], batches: Iterator) -> Iterator:
+               tasks: dict[tuple[str, int], WriteTask], known: dict[MappingKey, IdMapping],
+               batches: Iterator) -> Iterator:
     """Runs in a Spark task: write the ranges of the task's one write slot, then yield a
     result per range. The config's text travels with the function; secrets are resolved
-    here, by the worker."""
+    here, by the worker. ``known``: the flow's stored schema mappings."""
     import pyarrow as pa
 
     config = parse_config(config_text)
+    flow = config.flows[(source_alias, target_alias)]
+    transfer, mapper = flow.schema_transfer, None
+    if transfer is not None:
+        mapper = IdMapper(transfer, flow.name, config.cluster(source_alias),
+                          config.cluster(target_alias), known,
+                          flow.policy().is_heartbeats_topic)
     writer = None
     try:
         for batch in batches:
@@ -227,7 +242,9 @@ def write_slot(config_text: str, source_alias: str, target_alias: str,
                 tp = (batch.column("topic")[0].as_py(), batch.column("partition")[0].as_py())
                 slot = tasks[tp].slot
                 writer = SlotWriter([t for t in tasks.values() if t.slot == slot],
-                                    config.cluster(target_alias), config.cluster(source_alias))
+                                    config.cluster(target_alias), config.cluster(source_alias),
+                                    mapper=mapper, drop_headers=bool(
+                                        transfer and not transfer.include_headers))
                 writer.open()
             writer.write_batch(batch)
         if writer is not None:

@@ -1,0 +1,1 @@
+"""Schemas travel with the records: the schema registry transfer (docs/schemas.md)."""

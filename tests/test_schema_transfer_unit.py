@@ -1,0 +1,242 @@
+"""The schema registry transfer without Kafka: its configuration as MM2 users write it, the
+wire-format rewrite (Arrow and Spark SQL alike), and the id mapping against two stand-in
+registries (mirrorflow.dev.schema_registry) for Avro, Protobuf and JSON Schema, with
+references, subject-name strategies and compatibility levels."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+
+from mirrorflow.config.model import ConfigError, parse_config
+from mirrorflow.dev.schema_registry import LocalRegistry
+from mirrorflow.schema import wire
+from mirrorflow.schema.mapping import IdMapping, ProofView
+from mirrorflow.schema.registries import RegistryRefusal, SchemaTransferError
+from mirrorflow.schema.transfer import IdMapper
+
+SMT = "cricket.jmoore.kafka.connect.transforms.SchemaRegistryTransfer"
+ORDER = {"type": "record", "name": "Order", "namespace": "shop",
+         "fields": [{"name": "id", "type": "long"}]}
+
+
+def config_text(lines: str, top: str = "") -> str:
+    return ("clusters = a, b\na.bootstrap.servers = 127.0.0.1:1\n"
+            "b.bootstrap.servers = 127.0.0.1:2\na->b.enabled = true\n" + top + lines)
+
+
+def transfer_lines(src: str, dest: str, extra: str = "", flow: str = "a->b.") -> str:
+    return (f"{flow}transforms = T\n{flow}transforms.T.type = {SMT}\n"
+            f"{flow}transforms.T.src.schema.registry.url = {src}\n"
+            f"{flow}transforms.T.dest.schema.registry.url = {dest}\n" + extra)
+
+
+def test_the_smts_settings_as_mm2_users_write_them() -> None:
+    flow = parse_config(config_text(transfer_lines(
+        "http://east:8081", "http://west:8081,http://west2:8081",
+        "a->b.transforms.T.transfer.message.keys = false\n"
+        "a->b.transforms.T.include.message.headers = false\n"
+        "a->b.transforms.T.schema.capacity = 7\n"
+        "a->b.transforms.T.dest.basic.auth.credentials.source = USER_INFO\n"
+        "a->b.transforms.T.dest.basic.auth.user.info = bob:pw-9f3\n"
+        "a->b.transforms.T.value.subject.name.strategy = "
+        "io.confluent.kafka.serializers.subject.RecordNameStrategy\n"))).flow("a->b")
+    t = flow.schema_transfer
+    assert (t.name, t.source.urls, t.target.urls) == (
+        "T", ("http://east:8081",), ("http://west:8081", "http://west2:8081"))
+    assert (t.transfer_keys, t.include_headers, t.capacity) == (False, False, 7)
+    assert (t.fields, t.key_strategy, t.value_strategy) == (
+        ("value",), "TopicNameStrategy", "RecordNameStrategy")
+    assert (t.target.credentials_source, t.target.user_info) == ("USER_INFO", "bob:pw-9f3")
+    assert "pw-9f3" not in repr(t)  # a secret: never in a repr, a log line or a message
+    # Top-level transforms are every flow's defaults; a flow's own win key by key.
+    both = parse_config(config_text(
+        "b->a.enabled = true\n" + transfer_lines("http://east", "http://west", flow="")
+        + "b->a.transforms.T.src.schema.registry.url = http://west\n"
+        "b->a.transforms.T.dest.schema.registry.url = http://east\n"))
+    assert both.flow("a->b").schema_transfer.source.urls == ("http://east",)
+    assert both.flow("b->a").schema_transfer.source.urls == ("http://west",)
+    assert parse_config(config_text("")).flow("a->b").schema_transfer is None
+
+
+@pytest.mark.parametrize(("lines", "prop", "fragment"), [
+    ("a->b.transforms = R\na->b.transforms.R.type = "
+     "org.apache.kafka.connect.transforms.RegexRouter\n", "a->b.transforms.R.type",
+     "transform 'R' is org.apache.kafka.connect.transforms.RegexRouter: mirrorflow runs "
+     "only the schema registry transfer"),
+    ("a->b.transforms = R\n", "a->b.transforms", "transform 'R' is no type"),
+    (transfer_lines("http://e", "http://w") + "a->b.transforms = T, U\n", "a->b.transforms",
+     "lists 2 transforms"),
+    (transfer_lines("http://e", "http://w", "a->b.transforms.T.transfer.message.key = no\n"),
+     "a->b.transforms.T.transfer.message.key",
+     "has no option 'transfer.message.key' (did you mean 'transfer.message.keys'?)"),
+    (transfer_lines("http://e", "", ""), "a->b.transforms.T.dest.schema.registry.url",
+     "needs the target registry's address"),
+    (transfer_lines("http://e", "http://w", "a->b.transforms.T.key.subject.name.strategy = "
+                    "Mine\n"), "a->b.transforms.T.key.subject.name.strategy",
+     "expected one of TopicNameStrategy, RecordNameStrategy, TopicRecordNameStrategy"),
+    (transfer_lines("http://e", "http://w", "a->b.transforms.T.predicate = IsHeartbeat\n"
+                    "a->b.predicates = IsHeartbeat\n"), "a->b.predicates",
+     "mirrorflow does not evaluate them"),
+    ("a->b.transforms.X.type = " + SMT + "\n", "a->b.transforms.X.type",
+     "transform 'X' is not in the flow's 'transforms' list"),
+])
+def test_a_chain_mirrorflow_cannot_run_is_refused_by_name(lines: str, prop: str,
+                                                          fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(config_text(lines))
+    assert f"property '{prop}'" in str(caught.value)
+    assert fragment in str(caught.value)
+
+
+def wire_record(schema_id: int, body: bytes) -> bytes:
+    return b"\x00" + struct.pack(">I", schema_id) + body
+
+
+def test_the_rewrite_changes_bytes_1_to_4_only_in_arrow_and_in_spark_sql(spark) -> None:
+    values = [wire_record(1, b"abc"), None, wire_record(2, b""), wire_record(1, b"\x00" * 9)]
+    column = pa.array(values, pa.binary()).slice(0)
+    ids, is_wire, null = wire.schema_ids(pa.array([b"xx", *values])[1:])
+    assert ids.tolist() == [1, 0, 2, 1] and is_wire.tolist() == [True, False, True, True]
+    assert null.tolist() == [False, True, False, False]
+    out = wire.rewrite(column, np.array([1001, 0, 1002, 1001]), is_wire).to_pylist()
+    assert out == [wire_record(1001, b"abc"), None, wire_record(1002, b""),
+                   wire_record(1001, b"\x00" * 9)]
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame([("t", v) for v in values] + [("u", wire_record(1, b"z"))],
+                                  "topic string, value binary")
+    rows = frame.select(wire.rewrite_sql(F, "value", "topic", {("t", 1): 1001, ("t", 2): 1002})
+                        .alias("v")).collect()
+    assert [r["v"] and bytes(r["v"]) for r in rows] == [*out, wire_record(1, b"z")]
+
+
+def test_two_source_ids_with_one_target_id_stand_for_each_other_in_the_proof() -> None:
+    view = ProofView.of({m.ident: m for m in [
+        IdMapping("a.t", "value", 1, 1000, "a.t-value", 1),
+        IdMapping("a.t", "value", 5, 1000, "a.t-value", 1),
+        IdMapping("a.t", "key", 2, 1001, "a.t-key", 1)]})
+    assert view.back == {"key": {("a.t", 1001): 2}, "value": {("a.t", 1000): 1}}
+    assert view.same == {"key": {}, "value": {("a.t", 5): 1}}
+    assert view.ambiguous == {"a.t"}
+
+
+@pytest.fixture
+def registries():
+    with LocalRegistry(first_id=1) as east, LocalRegistry(first_id=1000) as west:
+        yield east, west
+
+
+def mapper(east: LocalRegistry, west: LocalRegistry, extra: str = "",
+           known: dict | None = None) -> IdMapper:
+    config = parse_config(config_text(transfer_lines(east.url, west.url, extra)))
+    flow = config.flow("a->b")
+    return IdMapper(flow.schema_transfer, flow.name, config.cluster("a"), config.cluster("b"),
+                    known or {}, flow.policy().is_heartbeats_topic)
+
+
+def batch(keys: list, values: list, topic: str = "orders") -> pa.RecordBatch:
+    n = len(values)
+    return pa.RecordBatch.from_pydict({
+        "key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary()),
+        "topic": [topic] * n, "partition": pa.array([0] * n, pa.int32()),
+        "offset": pa.array(range(40, 40 + n), pa.int64())})
+
+
+def test_protobuf_json_and_references_are_registered_under_the_remote_topics_subjects(
+        registries) -> None:
+    east, west = registries
+    src = SchemaRegistryClient({"url": east.url})
+    common = src.register_schema("common.proto", Schema(
+        'syntax = "proto3";\npackage shop;\nmessage Money { int64 cents = 1; }\n', "PROTOBUF"))
+    src.set_compatibility("orders-value", "FULL")
+    price = src.register_schema("orders-value", Schema(
+        'syntax = "proto3";\npackage shop;\nimport "common.proto";\n'
+        "message Price { shop.Money amount = 1; }\n", "PROTOBUF",
+        [SchemaReference("common.proto", "common.proto", 1)]))
+    key = src.register_schema("orders-key", Schema(json.dumps(
+        {"title": "OrderKey", "type": "object", "properties": {"id": {"type": "integer"}}}),
+        "JSON"))
+    m = mapper(east, west)
+    out, used = m.apply(batch([wire_record(key, b"{}"), None],
+                              [wire_record(price, b"\x08\x01"), wire_record(price, b"")]),
+                        "orders", "a.orders")
+    dest = SchemaRegistryClient({"url": west.url})
+    # The reference first, under its own subject; then the schema, pointing at its copy.
+    assert dest.get_versions("common.proto") == [1]
+    copied = dest.get_schema(out.column("value")[0].as_py()[1:5] and
+                             struct.unpack(">I", out.column("value")[0].as_py()[1:5])[0])
+    assert copied.schema_type == "PROTOBUF"
+    assert [(r.name, r.subject, r.version) for r in copied.references] == [
+        ("common.proto", "common.proto", 1)]
+    assert sorted(dest.get_subjects()) == ["a.orders-key", "a.orders-value", "common.proto"]
+    assert dest.get_compatibility("a.orders-value") == "FULL"  # the source subject's level
+    assert [(x.part, x.source_id, x.subject, x.version, x.schema_type) for x in m.uncommitted] \
+        == [("key", key, "a.orders-key", 1, "JSON"),
+            ("value", price, "a.orders-value", 1, "PROTOBUF")]
+    assert used == {("key", key), ("value", price)}
+    assert all(x.target_id >= 1000 for x in m.uncommitted) and common < 1000
+    assert out.column("value")[1].as_py() == wire_record(m.uncommitted[1].target_id, b"")
+    assert out.column("key")[1].as_py() is None
+
+
+def test_record_name_strategies_and_ids_mapped_once(registries) -> None:
+    east, west = registries
+    src = SchemaRegistryClient({"url": east.url})
+    v1 = src.register_schema("orders-value", Schema(json.dumps(ORDER), "AVRO"))
+    m = mapper(east, west, "a->b.transforms.T.transfer.message.keys = false\n"
+                           "a->b.transforms.T.value.subject.name.strategy = "
+                           "TopicRecordNameStrategy\n")
+    west.registry.requests.clear()
+    east.registry.requests.clear()
+    for _ in range(3):  # the same id again: no registry call after the first
+        m.apply(batch([b"k"], [wire_record(v1, b"\x02")] * 1), "orders", "a.orders")
+    assert [x.subject for x in m.uncommitted] == ["a.orders-shop.Order"]
+    assert east.registry.requests == ["GET /schemas/ids/1", "GET /config/orders-shop.Order"]
+    assert len(west.registry.requests) == 3  # has the subject? register, look up
+    # A mapping the flow stored is used without asking the registries at all.
+    stored = mapper(east, west, "a->b.transforms.T.transfer.message.keys = false\n",
+                    known={("a.orders", "value", v1): IdMapping("a.orders", "value", v1, 4242,
+                                                                "a.orders-value", 3)})
+    out, _ = stored.apply(batch([b"k"], [wire_record(v1, b"\x02")]), "orders", "a.orders")
+    assert out.column("value")[0].as_py() == wire_record(4242, b"\x02")
+    assert len(east.registry.requests) == 2 and stored.uncommitted == []
+
+
+def test_bad_records_and_refusals_name_their_offset_subject_and_registry(registries) -> None:
+    east, west = registries
+    src = SchemaRegistryClient({"url": east.url})
+    v1 = src.register_schema("orders-value", Schema(json.dumps(ORDER), "AVRO"))
+    with pytest.raises(SchemaTransferError) as caught:
+        mapper(east, west).apply(batch([b"plain-key"], [wire_record(v1, b"")]), "orders",
+                                 "a.orders")
+    assert str(caught.value).startswith(
+        "source orders[0] offset 40: the record's key is not in Confluent's wire format (its "
+        "first byte is 112, not 0), so the schema registry transfer 'T' of flow a->b")
+    assert "set transfer.message.keys = false" in str(caught.value)
+    with pytest.raises(SchemaTransferError, match=r"offset 41: the record's value is not in "
+                                                  r"Confluent's wire format \(3 bytes\)"):
+        mapper(east, west).apply(batch([None, None], [wire_record(v1, b""), b"\x00\x00\x01"]),
+                                 "orders", "a.orders")
+    # The target subject holds a schema the source's is not compatible with (BACKWARD).
+    dest = SchemaRegistryClient({"url": west.url})
+    dest.register_schema("a.orders-value", Schema(json.dumps(
+        {**ORDER, "fields": [{"name": "sku", "type": "string"}]}), "AVRO"))
+    with pytest.raises(RegistryRefusal) as refused:
+        mapper(east, west).apply(batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
+    assert str(refused.value).startswith(
+        f"the target schema registry at {west.url} refused the schema of source id {v1} "
+        "under subject 'a.orders-value': ")
+    assert "(HTTP 409, error 409)" in str(refused.value)
+    gone = west.url
+    west.stop()
+    with pytest.raises(SchemaTransferError) as silent:
+        mapper(east, west).apply(batch([None], [wire_record(v1, b"")]), "orders", "b.orders")
+    message = str(silent.value)
+    assert message.startswith(f"the target schema registry at {gone} does not answer ")
+    assert "\n" not in message
