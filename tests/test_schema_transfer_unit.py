@@ -17,7 +17,7 @@ from mirrorflow.config.model import ConfigError, parse_config
 from mirrorflow.dev.schema_registry import LocalRegistry
 from mirrorflow.schema import wire
 from mirrorflow.schema.mapping import IdMapping, ProofView
-from mirrorflow.schema.registries import RegistryRefusal, SchemaTransferError
+from mirrorflow.schema.registries import RegistryRefusedError, SchemaTransferError
 from mirrorflow.schema.transfer import IdMapper
 
 SMT = "cricket.jmoore.kafka.connect.transforms.SchemaRegistryTransfer"
@@ -227,7 +227,7 @@ def test_bad_records_and_refusals_name_their_offset_subject_and_registry(registr
     dest = SchemaRegistryClient({"url": west.url})
     dest.register_schema("a.orders-value", Schema(json.dumps(
         {**ORDER, "fields": [{"name": "sku", "type": "string"}]}), "AVRO"))
-    with pytest.raises(RegistryRefusal) as refused:
+    with pytest.raises(RegistryRefusedError) as refused:
         mapper(east, west).apply(batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
     assert str(refused.value).startswith(
         f"the target schema registry at {west.url} refused the schema of source id {v1} "

@@ -66,7 +66,7 @@ class Registry:
         try:
             return getattr(self.client, method)(*args)
         except SchemaRegistryError as exc:
-            raise RegistryRefusal(f"{self.where} refused {what}: {exc.error_message} (HTTP "
+            raise RegistryRefusedError(f"{self.where} refused {what}: {exc.error_message} (HTTP "
                                   f"{exc.http_status_code}, error {exc.error_code})",
                                   exc.error_code) from None
         except Exception as exc:  # httpx's transport errors: no answer
@@ -85,7 +85,7 @@ class Registry:
     def has_subject(self, subject: str) -> bool:
         try:
             self.call(f"the versions of subject {subject!r}", "get_versions", subject)
-        except RegistryRefusal as exc:
+        except RegistryRefusedError as exc:
             if exc.code == SUBJECT_NOT_FOUND:
                 return False
             raise
@@ -97,7 +97,7 @@ class Registry:
         try:
             return self.call(f"the compatibility of subject {subject!r}",
                              "get_compatibility", subject)
-        except RegistryRefusal as exc:
+        except RegistryRefusedError as exc:
             if exc.code in (NO_SUBJECT_CONFIG, SUBJECT_NOT_FOUND):
                 return None
             raise
@@ -113,9 +113,9 @@ class Registry:
         return self.call(what, "lookup_schema", subject, schema)
 
 
-class RegistryRefusal(SchemaTransferError):
+class RegistryRefusedError(SchemaTransferError):
     """The registry answered with an error (its Confluent error code in ``code``)."""
 
-    def __init__(self, message: str, code: int) -> None:
+    def __init__(self, message: str, code: int = 0) -> None:
         super().__init__(message)
         self.code = code

@@ -1,0 +1,208 @@
+"""The schema registry transfer end to end, on Apache Kafka and Spark: a flow configured
+with MM2's Schema Registry Transfer SMT mirrors Avro records between two registries that
+hand out different ids (east from 1, west from 1000), the proof proves them, and a group
+failed over decodes every record with the target's registry. Faults (a record not in the
+wire format, an incompatible target subject, a registry that does not answer) fail the
+run naming what is at fault and commit nothing; the retry finishes the same plan."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from helpers.kafka import config_file, create_topic, produce, read_as_group, read_partition
+from mirrorflow.checkpoint.remote import translate_offsets
+from mirrorflow.config.model import load_config
+from mirrorflow.dev.schema_registry import LocalRegistry
+from mirrorflow.quality import reports
+from mirrorflow.run import run_cycle
+from mirrorflow.schema import mapping
+from mirrorflow.schema.registries import RegistryRefusedError, SchemaTransferError
+from mirrorflow.source.offsets import OffsetStore
+from mirrorflow.source.plan import PlanStore
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark]
+
+SMT = "cricket.jmoore.kafka.connect.transforms.SchemaRegistryTransfer"
+ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop",
+            "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}]}
+ORDER_V2 = {**ORDER_V1, "fields": [*ORDER_V1["fields"],
+                                   {"name": "qty", "type": "int", "default": 1}]}
+
+
+@pytest.fixture
+def registries():
+    with LocalRegistry(first_id=1) as east, LocalRegistry(first_id=1000) as west:
+        yield east, west
+
+
+def flow_config(tmp_path: Path, clusters: dict[str, str], east: str, west: str,
+                extra: str = "") -> Path:
+    return config_file(tmp_path / "mm2.properties", clusters, (
+        "a->b.enabled = true\n"
+        "a->b.transforms = AvroSchemaTransfer\n"
+        f"a->b.transforms.AvroSchemaTransfer.type = {SMT}\n"
+        f"a->b.transforms.AvroSchemaTransfer.src.schema.registry.url = {east}\n"
+        f"a->b.transforms.AvroSchemaTransfer.dest.schema.registry.url = {west}\n" + extra),
+        "sync.group.offsets.enabled = true\n")
+
+
+def avro_records(east: LocalRegistry, start: int, count: int) -> list:
+    """(key, value, headers, timestamp): string keys and Order values in Avro, the first
+    half under v1, the rest under v2, every third with a header."""
+    client = SchemaRegistryClient({"url": east.url})
+    keys = AvroSerializer(client, '"string"')
+    v1, v2 = (AvroSerializer(client, json.dumps(s)) for s in (ORDER_V1, ORDER_V2))
+    out = []
+    for i in range(start, start + count):
+        value_ctx = SerializationContext("orders", MessageField.VALUE)
+        order = {"id": i, "item": f"item-{i}"}
+        value = v1(order, value_ctx) if i - start < count // 2 else \
+            v2({**order, "qty": i % 7}, value_ctx)
+        key = keys(f"k{i}", SerializationContext("orders", MessageField.KEY))
+        out.append((key, value, [("trace", f"t{i}".encode())] if i % 3 == 0 else None,
+                    1_700_000_000_000 + i))
+    return out
+
+
+def id_of(data: bytes) -> int:
+    return struct.unpack(">I", data[1:5])[0]
+
+
+def test_avro_records_move_between_registries_and_decode_after_failover(
+        spark, two_clusters: dict[str, str], registries, tmp_path: Path) -> None:
+    a, b = two_clusters["a"], two_clusters["b"]
+    east, west = registries
+    create_topic(a, "orders", 2)
+    produce(a, "orders", avro_records(east, 0, 300), 2)
+    app = Consumer({"bootstrap.servers": a, "group.id": "app"})
+    app.commit(offsets=[TopicPartition("orders", p, 100) for p in range(2)], asynchronous=False)
+    app.close()
+    path = flow_config(tmp_path, two_clusters, east.url, west.url)
+    result = run_cycle(path, "a->b", spark=spark)
+    assert result.records == 300 + 1  # and the run's heartbeat, not transferred
+
+    # West gave the key schema and both value versions ids of its own, under the remote
+    # topic's subjects; the records carry them, every other byte as it was.
+    dest = SchemaRegistryClient({"url": west.url})
+    assert sorted(dest.get_subjects()) == ["a.orders-key", "a.orders-value"]
+    assert dest.get_versions("a.orders-value") == [1, 2]
+    src = SchemaRegistryClient({"url": east.url})
+    versions = [("orders-key", 1), ("orders-value", 1), ("orders-value", 2)]
+    ids = {src.get_version(subject, v).schema_id: dest.get_version(f"a.{subject}", v).schema_id
+           for subject, v in versions}
+    key_id, v1_id, v2_id = (src.get_version(subject, v).schema_id for subject, v in versions)
+    assert sorted(ids) == [1, 2, 3] and sorted(ids.values()) == [1000, 1001, 1002]
+    for p in range(2):
+        source, target = read_partition(a, "orders", p), read_partition(b, "a.orders", p)
+        assert len(target) == len(source) == 150
+        for (sk, sv, sh, st), (tk, tv, th, tt) in zip(source, target, strict=True):
+            assert (id_of(tk), id_of(tv)) == (ids[id_of(sk)], ids[id_of(sv)])
+            assert (tk[0], tk[5:], tv[0], tv[5:], th, tt) == (0, sk[5:], 0, sv[5:], sh, st)
+
+    # The proof proved every record; the report lists the mappings.
+    summary = reports.read("a->b", result.run_id)
+    assert summary["validation"]["success"] is True
+    assert summary["validation"]["verified_records"] == 301
+    assert summary["validation"]["schemas"] == [
+        {"remote_topic": "a.orders", "part": part, "source_id": source, "target_id": ids[source],
+         "subject": f"a.orders-{part}", "version": version, "schema_type": "AVRO"}
+        for part, source, version in sorted([("key", key_id, 1), ("value", v1_id, 1),
+                                             ("value", v2_id, 2)])]
+    assert f"schema a.orders value: source id {v2_id} -> target id {ids[v2_id]} " \
+           "(a.orders-value v2, AVRO)" in reports.render(summary)
+    config = load_config(path)
+    flow = config.flow("a->b")
+    stored = mapping.stored(PlanStore(config, flow).topic.read())
+    assert {k: m.target_id for k, m in stored.items()} == {
+        ("a.orders", "key", key_id): ids[key_id], ("a.orders", "value", v1_id): ids[v1_id],
+        ("a.orders", "value", v2_id): ids[v2_id]}
+
+    # Failover: the group, moved with the translated offsets, decodes every record on the
+    # target with west's registry, as the source's records decode with east's.
+    offsets = translate_offsets(config.cluster("b"), "a", "app")
+    moved = Consumer({"bootstrap.servers": b, "group.id": "app"})
+    moved.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                 asynchronous=False)
+    moved.close()
+    values = AvroDeserializer(dest)
+    source_values = AvroDeserializer(SchemaRegistryClient({"url": east.url}))
+    resumed = read_as_group(b, "app", "a.orders", 2)
+    for p in range(2):
+        expected = [source_values(v, SerializationContext("orders", MessageField.VALUE))
+                    for _, v, _, _ in read_partition(a, "orders", p)[100:]]
+        assert [values(v, SerializationContext("a.orders", MessageField.VALUE))
+                for _, v, _, _ in resumed[p]] == expected
+        assert len(expected) == 50
+
+    # A later run reuses the stored mappings: no registry call but the proof's two
+    # lookups of each mapping its records use.
+    produce(a, "orders", avro_records(east, 300, 20), 2)
+    east.registry.requests.clear()
+    west.registry.requests.clear()
+    again = run_cycle(path, "a->b", spark=spark)
+    assert again.records == 20 + 1
+    assert sorted(east.registry.requests) == ["GET /schemas/ids/1", "GET /schemas/ids/2",
+                                              "GET /schemas/ids/3"]
+    assert sorted(west.registry.requests) == [f"GET /schemas/ids/{i}" for i in (1000, 1001, 1002)]
+
+
+def test_faults_fail_the_run_naming_them_and_the_retry_finishes_the_plan(
+        spark, two_clusters: dict[str, str], registries, tmp_path: Path) -> None:
+    a, b = two_clusters["a"], two_clusters["b"]
+    east, west = registries
+    create_topic(a, "orders", 1)
+    produce(a, "orders", avro_records(east, 0, 40), 1)
+    path = flow_config(tmp_path, two_clusters, east.url, west.url)
+    config = load_config(path)
+    positions = OffsetStore(config.cluster("b"), "a", 1)
+
+    # The target registry does not answer: one line naming it; nothing committed.
+    west.stop()
+    with pytest.raises(SchemaTransferError) as silent:
+        run_cycle(path, "a->b", spark=spark)
+    assert str(silent.value).startswith(
+        f"the target schema registry at {west.url} does not answer (the versions of "
+        "subject 'a.orders-key'): ")
+    assert "\n" not in str(silent.value)
+    assert positions.positions() == {}
+    assert read_partition(b, "a.orders", 0) == []  # read_committed: nothing
+
+    # The target subject holds a schema the source's cannot follow (BACKWARD): HTTP 409,
+    # naming the subject, the source id and the registry's message.
+    west.start()
+    SchemaRegistryClient({"url": west.url}).register_schema("a.orders-value", Schema(
+        json.dumps({**ORDER_V1, "fields": [{"name": "sku", "type": "string"}]}), "AVRO"))
+    with pytest.raises(RegistryRefusedError) as refused:
+        run_cycle(path, "a->b", spark=spark)
+    v1_id = SchemaRegistryClient({"url": east.url}).get_version("orders-value", 1).schema_id
+    assert str(refused.value).startswith(
+        f"the target schema registry at {west.url} refused the schema of source id {v1_id} "
+        "under subject 'a.orders-value': Schema being registered is incompatible")
+    assert str(refused.value).endswith("(HTTP 409, error 409)")
+    assert positions.positions() == {}
+    west.registry.set_compatibility("a.orders-value", {"compatibility": "NONE"})
+
+    # Retried, the same plan finishes: every record once.
+    pending = PlanStore(config, config.flow("a->b")).pending()
+    done = run_cycle(path, "a->b", spark=spark)
+    assert (done.resumed, done.plan_id) == (True, pending.plan_id)
+    assert len(read_partition(b, "a.orders", 0)) == 40
+
+    # A record not in the wire format fails the next run at its offset.
+    produce(a, "orders", [(None, b"plain text", None, 1_700_000_000_000)], 1)
+    with pytest.raises(SchemaTransferError) as bad:
+        run_cycle(path, "a->b", spark=spark)
+    assert str(bad.value).startswith(
+        "source orders[0] offset 40: the record's value is not in Confluent's wire format "
+        "(its first byte is 112, not 0), so the schema registry transfer "
+        "'AvroSchemaTransfer' of flow a->b cannot map its schema id")
+    assert positions.positions()[("orders", 0)] == 39
+    assert len(read_partition(b, "a.orders", 0)) == 40
