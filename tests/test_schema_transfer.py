@@ -206,3 +206,45 @@ def test_faults_fail_the_run_naming_them_and_the_retry_finishes_the_plan(
         "'AvroSchemaTransfer' of flow a->b cannot map its schema id")
     assert positions.positions()[("orders", 0)] == 39
     assert len(read_partition(b, "a.orders", 0)) == 40
+
+
+def test_headers_dropped_keys_kept_and_a_mapping_that_no_longer_holds_is_caught(
+        spark, two_clusters: dict[str, str], registries, tmp_path: Path) -> None:
+    """``include.message.headers = false`` writes records without headers and the proof
+    compares them so; ``transfer.message.keys = false`` copies plain keys as they are. A
+    stored mapping whose target id no longer names the source's schema (a target
+    registry replaced under the flow) fails the proof, naming the ids, before anything
+    is committed."""
+    a, b = two_clusters["a"], two_clusters["b"]
+    east, west = registries
+    create_topic(a, "orders", 1)
+    records = [(f"plain-{i}".encode(), v, [("trace", b"x")], ts)
+               for i, (_, v, _, ts) in enumerate(avro_records(east, 0, 30))]
+    produce(a, "orders", records, 1)
+    path = flow_config(tmp_path, two_clusters, east.url, west.url,
+                       "a->b.transforms.AvroSchemaTransfer.include.message.headers = false\n"
+                       "a->b.transforms.AvroSchemaTransfer.transfer.message.keys = false\n")
+    result = run_cycle(path, "a->b", spark=spark)
+    assert reports.read("a->b", result.run_id)["validation"]["verified_records"] == 31
+    target = read_partition(b, "a.orders", 0)
+    assert [(k, h, t) for k, _, h, t in target] == [(k, None, t) for k, _, _, t in records]
+    assert [v[5:] for _, v, _, _ in target] == [v[5:] for _, v, _, _ in records]
+
+    config = load_config(path)
+    store = PlanStore(config, config.flow("a->b"))
+    stored = mapping.stored(store.topic.read())
+    v2 = max(stored.values(), key=lambda m: m.source_id)
+    v1 = min(stored.values(), key=lambda m: m.source_id)
+    # West's id of v1 now stands for v2's records: they decode wrongly on the target.
+    wrong = mapping.IdMapping(v2.remote_topic, v2.part, v2.source_id, v1.target_id,
+                              v2.subject, v2.version)
+    store.topic.write([(wrong.key(), wrong.value())])
+    produce(a, "orders", records[20:], 1)
+    from mirrorflow.quality.validate import ValidationError
+
+    with pytest.raises(ValidationError) as caught:
+        run_cycle(path, "a->b", spark=spark)
+    assert (f"a.orders's values: the target registry's schema id {v1.target_id} (subject "
+            f"'a.orders-value') is not the source registry's schema id {v2.source_id}: the "
+            "stored mapping no longer holds") in str(caught.value)
+    assert OffsetStore(config.cluster("b"), "a", 1).positions()[("orders", 0)] == 29

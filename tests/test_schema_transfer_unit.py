@@ -240,3 +240,42 @@ def test_bad_records_and_refusals_name_their_offset_subject_and_registry(registr
     message = str(silent.value)
     assert message.startswith(f"the target schema registry at {gone} does not answer ")
     assert "\n" not in message
+
+
+def test_user_info_is_a_secret_resolved_by_its_provider_and_never_shown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WEST_AUTH", "bob:pw-9f3")
+    with LocalRegistry(first_id=1) as east, \
+            LocalRegistry(first_id=1000, user_info="bob:pw-9f3") as west:
+        v1 = SchemaRegistryClient({"url": east.url}).register_schema(
+            "orders-value", Schema(json.dumps(ORDER), "AVRO"))
+        providers = ("config.providers = env\nconfig.providers.env.class = "
+                     "org.apache.kafka.common.config.provider.EnvVarConfigProvider\n")
+        auth = ("a->b.transforms.T.dest.basic.auth.credentials.source = USER_INFO\n"
+                "a->b.transforms.T.dest.basic.auth.user.info = ${env:WEST_AUTH}\n")
+        config = parse_config(config_text(transfer_lines(east.url, west.url, auth), providers))
+        flow = config.flow("a->b")
+        m = IdMapper(flow.schema_transfer, flow.name, config.cluster("a"), config.cluster("b"),
+                     {}, flow.policy().is_heartbeats_topic)
+        out, _ = m.apply(batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
+        assert out.column("value")[0].as_py() == wire_record(1000, b"")
+        # A wrong password is refused (401), and the message shows none of it.
+        monkeypatch.setenv("WEST_AUTH", "bob:wrong-77")
+        with pytest.raises(RegistryRefusedError) as refused:
+            IdMapper(flow.schema_transfer, flow.name, config.cluster("a"), config.cluster("b"),
+                     {}, flow.policy().is_heartbeats_topic).apply(
+                batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
+        assert str(refused.value) == (
+            f"the target schema registry at {west.url} refused the versions of subject "
+            "'a.orders-value': Unauthorized (HTTP 401, error 40101)")
+        # Credentials in the URL (credentials source URL) are left out of every message.
+        port = west.port
+    with pytest.raises(SchemaTransferError) as silent:
+        mapper_at = parse_config(config_text(transfer_lines(
+            "http://alice:pw-1c2@127.0.0.1:1", f"http://127.0.0.1:{port}"))).flow("a->b")
+        IdMapper(mapper_at.schema_transfer, "a->b", config.cluster("a"), config.cluster("b"),
+                 {}, lambda topic: False).apply(batch([None], [wire_record(v1, b"")]),
+                                                "orders", "a.orders")
+    assert str(silent.value).startswith("the source schema registry at http://127.0.0.1:1 "
+                                        "does not answer (schema id 1): ")
+    assert "pw-1c2" not in str(silent.value) and "alice" not in str(silent.value)
