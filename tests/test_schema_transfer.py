@@ -248,3 +248,53 @@ def test_headers_dropped_keys_kept_and_a_mapping_that_no_longer_holds_is_caught(
             f"'a.orders-value') is not the source registry's schema id {v2.source_id}: the "
             "stored mapping no longer holds") in str(caught.value)
     assert OffsetStore(config.cluster("b"), "a", 1).positions()[("orders", 0)] == 29
+
+
+def test_the_schemas_demo_config_runs_with_its_local_registries(
+        spark, two_clusters: dict[str, str], repo: Path, tmp_path: Path) -> None:
+    """include/config/mm2-schemas.properties on the test brokers and free ports: `local up`'s
+    registries (processes that keep their schemas across a restart), the demo's Avro
+    topic, one run, and every record decoding on the target."""
+    from mirrorflow.dev import local_registries
+    from mirrorflow.dev.demo import fill_demo_topic
+    from mirrorflow.dev.localcluster import free_port
+
+    ports = {"18081": str(free_port()), "28081": str(free_port())}
+    text = (repo / "include" / "config" / "mm2-schemas.properties").read_text()
+    text = text.replace("127.0.0.1:19192", two_clusters["a"]).replace(
+        "127.0.0.1:29192", two_clusters["b"])
+    for old, new in ports.items():
+        text = text.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}")
+    text = text.replace("east->west.mirrorflow.spark.master = sc://127.0.0.1:15002\n", "")
+    path = tmp_path / "mm2-schemas.properties"
+    path.write_text(text)
+    config = load_config(path)
+    registries = local_registries.local_registries(config, tmp_path / "state")
+    assert [(r.url, r.first_id) for r in registries] == [
+        (f"http://127.0.0.1:{ports['18081']}", 1), (f"http://127.0.0.1:{ports['28081']}", 1001)]
+    try:
+        for registry in registries:
+            local_registries.start(registry)
+        demo = fill_demo_topic(config, "orders", 2, 200)
+        east = SchemaRegistryClient({"url": registries[0].url})
+        assert sorted(east.get_subjects()) == ["orders-key", "orders-value"]
+        # Restarted, a registry still has what it was given.
+        assert local_registries.stop(registries[0]) is True
+        local_registries.start(registries[0])
+        assert sorted(SchemaRegistryClient({"url": registries[0].url}).get_subjects()) == [
+            "orders-key", "orders-value"]
+        result = run_cycle(path, "east->west", spark=spark)
+        assert result.records == demo.records + 1
+        west = SchemaRegistryClient({"url": registries[1].url})
+        values = AvroDeserializer(west)
+        decoded = [values(v, SerializationContext("east.orders", MessageField.VALUE))
+                   for p in range(2) for _, v, _, _ in read_partition(two_clusters["b"],
+                                                                      "east.orders", p)]
+        assert sorted(d["order"] for d in decoded) == list(range(200))
+        assert {id_of(v) for p in range(2)
+                for _, v, _, _ in read_partition(two_clusters["b"], "east.orders", p)} == \
+            {west.get_latest_version("east.orders-value").schema_id}
+    finally:
+        for registry in registries:
+            local_registries.stop(registry)
+    assert not any(r.answering() for r in registries)

@@ -106,6 +106,7 @@ def _state_dir(args: argparse.Namespace) -> Path:
 
 def cmd_local(args: argparse.Namespace) -> int:
     from mirrorflow.dev import localcluster  # development tooling: never loaded by a run
+    from mirrorflow.dev.local_registries import local_registries
 
     config = load_config(args.config)
     state_dir = _state_dir(args)
@@ -116,6 +117,9 @@ def cmd_local(args: argparse.Namespace) -> int:
         for server in localcluster.connect_servers(config, state_dir):
             print(f"Spark Connect: running on {server.url} (pid {server.pid()}, "
                   f"log {server.log_file})")
+        for registry in local_registries(config, state_dir):
+            print(f"schema registry: running on {registry.url} (pid {registry.pid()}, ids "
+                  f"from {registry.first_id}, log {registry.log_file})")
     elif args.action == "down":
         stopped = localcluster.down(config, state_dir)
         print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
@@ -126,6 +130,9 @@ def cmd_local(args: argparse.Namespace) -> int:
         for server in localcluster.connect_servers(config, state_dir):
             state = "answering" if server.answering() else "not answering"
             print(f"Spark Connect: {server.url} pid={server.pid() or '-'} {state}")
+        for registry in local_registries(config, state_dir):
+            state = "answering" if registry.answering() else "not answering"
+            print(f"schema registry: {registry.url} pid={registry.pid() or '-'} {state}")
     return EXIT_OK
 
 

@@ -289,9 +289,10 @@ def connect_servers(config: MirrorConfig, state_dir: Path) -> list:
 
 
 def up(config: MirrorConfig, state_dir: Path = DEFAULT_STATE_DIR) -> list[LocalBroker]:
-    """Start every local cluster of the config, and its local Spark Connect server if it
-    names one; on failure stop the ones started here."""
-    from mirrorflow.dev import connect_server
+    """Start every local cluster of the config, its local Spark Connect server if it
+    names one and its local schema registries; on failure stop the brokers started
+    here."""
+    from mirrorflow.dev import connect_server, local_registries
 
     started: list[LocalBroker] = []
     brokers = local_brokers(config, state_dir)
@@ -303,6 +304,8 @@ def up(config: MirrorConfig, state_dir: Path = DEFAULT_STATE_DIR) -> list[LocalB
                 started.append(broker)
         for server in connect_servers(config, state_dir):
             connect_server.start(server)
+        for registry in local_registries.local_registries(config, state_dir):
+            local_registries.start(registry)
     except BaseException:
         for broker in started:
             stop(broker)
@@ -313,9 +316,11 @@ def up(config: MirrorConfig, state_dir: Path = DEFAULT_STATE_DIR) -> list[LocalB
 def down(config: MirrorConfig, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
     """Stop the local clusters (and Spark Connect server) of the config that this module
     started; their names."""
-    from mirrorflow.dev import connect_server
+    from mirrorflow.dev import connect_server, local_registries
 
     stopped = [s.url for s in connect_servers(config, state_dir) if connect_server.stop(s)]
+    stopped += [r.url for r in local_registries.local_registries(config, state_dir)
+                if local_registries.stop(r)]
     return [b.alias for b in local_brokers(config, state_dir) if stop(b)] + stopped
 
 

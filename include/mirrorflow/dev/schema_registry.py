@@ -30,6 +30,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from mirrorflow.errors import MirrorflowError
 
@@ -200,11 +201,30 @@ ROUTES = (
 )
 
 
+def serve(registry: Registry, method: str, path: str, body: dict, store: Path | None = None):
+    """The answer to one request; a change (POST register, PUT config) that succeeds is
+    appended to ``store``, which :meth:`LocalRegistry.start` replays."""
+    from urllib.parse import unquote
+
+    for verb, pattern, action in ROUTES:
+        match = re.fullmatch(pattern, path)
+        if verb == method and match:
+            groups = [match[0], *(unquote(g) for g in match.groups())]
+            with registry.lock:
+                answer = action(registry, groups, body)
+                if store is not None and (method == "PUT" or path.endswith("/versions")):
+                    with store.open("a") as out:
+                        out.write(json.dumps([method, path, body]) + "\n")
+            return answer
+    raise RegistryError(404, 404, f"HTTP 404 Not Found: {method} {path}")
+
+
 class _Handler(BaseHTTPRequestHandler):
     registry: Registry
+    store: Path | None = None
 
     def _answer(self, method: str) -> None:
-        from urllib.parse import unquote, urlsplit
+        from urllib.parse import urlsplit
 
         path = urlsplit(self.path).path.rstrip("/")
         length = int(self.headers.get("Content-Length") or 0)
@@ -214,15 +234,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self.registry.user_info and self.headers.get("Authorization") != (
                     "Basic " + base64.b64encode(self.registry.user_info.encode()).decode()):
                 raise RegistryError(401, 40101, "Unauthorized")
-            for verb, pattern, action in ROUTES:
-                match = re.fullmatch(pattern, path)
-                if verb == method and match:
-                    groups = [match[0], *(unquote(g) for g in match.groups())]
-                    with self.registry.lock:
-                        status, answer = 200, action(self.registry, groups, body)
-                    break
-            else:
-                raise RegistryError(404, 404, f"HTTP 404 Not Found: {method} {path}")
+            status, answer = 200, serve(self.registry, method, path, body, self.store)
         except RegistryError as exc:
             status, answer = exc.status, {"error_code": exc.code, "message": exc.message}
         except ValueError as exc:
@@ -256,6 +268,7 @@ class LocalRegistry:
     host: str = "127.0.0.1"
     port: int = 0
     user_info: str = ""  # "user:password" every request must carry (basic auth)
+    store: Path | None = None  # where its changes are kept across restarts
     registry: Registry = field(init=False)
     server: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
 
@@ -270,7 +283,11 @@ class LocalRegistry:
     def start(self) -> LocalRegistry:
         """Serve (again, after :meth:`stop`, on the same port and with the same
         schemas)."""
-        handler = type("Handler", (_Handler,), {"registry": self.registry})
+        if self.store is not None and self.store.exists() and not self.registry.schemas:
+            for method, path, body in map(json.loads, self.store.read_text().splitlines()):
+                serve(self.registry, method, path, body)
+        handler = type("Handler", (_Handler,), {"registry": self.registry,
+                                                "store": self.store})
         self.server = ThreadingHTTPServer((self.host, self.port), handler)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True,
@@ -288,3 +305,27 @@ class LocalRegistry:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m mirrorflow.dev.schema_registry --port P --first-id N [--store FILE]``:
+    serve until killed (``mirrorflow local up`` starts it so)."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--first-id", type=int, default=1)
+    parser.add_argument("--store", type=Path)
+    args = parser.parse_args(argv)
+    registry = LocalRegistry(args.first_id, args.host, args.port, store=args.store).start()
+    print(f"schema registry on {registry.url}", flush=True)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    stopped.wait()
+    registry.stop()
+
+
+if __name__ == "__main__":
+    main()
