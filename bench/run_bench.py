@@ -21,7 +21,9 @@ then measures, in this order:
   one record per partition; and the same with spark-submit (``local[*]``, a new JVM per
   run);
 * a run of 1 MiB records on the Connect server, with the peak memory of its processes;
-* many partitions with a trickle in each, against MM2 too (:mod:`many_partitions`).
+* many partitions with a trickle in each, against MM2 too (:mod:`many_partitions`);
+* the schema registry transfer's overhead on a backlog of Avro values
+  (:mod:`schema_transfer`).
 
 Prints a table and writes bench/results.json.
 """
@@ -39,6 +41,7 @@ from pathlib import Path
 
 import many_partitions  # beside this file: the script's own directory is on sys.path
 import psutil
+import schema_transfer
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -343,10 +346,12 @@ def main() -> int:
                         help="topics of 4 partitions for the largest flow")
     parser.add_argument("--only-many", action="store_true",
                         help="measure only the many-partitions cases")
+    parser.add_argument("--only-schemas", action="store_true",
+                        help="measure only the schema transfer's overhead")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if args.only_many:
-        return only_many(args)
+    if args.only_many or args.only_schemas:
+        return only(args, many_figures if args.only_many else schema_figures)
     n, parts, mb = args.records, args.partitions, args.records * args.size / 1e6
     with tempfile.TemporaryDirectory() as tmp_dir, \
             running_clusters(["src", "dst"], Path(tmp_dir) / "brokers") as brokers:
@@ -383,6 +388,7 @@ def main() -> int:
                                                     "big"), "big->dst", server.url)
             assert big.records == args.big_records, big.records
             many = many_figures(tmp, brokers, server, args)
+            schemas = schema_figures(tmp, brokers, server, args)
         finally:
             connect_server.stop(server)
         submit_s, submit_check_s, submit_small_s, _ = mirrorflow_runs(
@@ -454,6 +460,7 @@ def main() -> int:
                              round(memory.python_worker / MIB),
                              "spark_total": round(memory.total / MIB)},
         **many,
+        **schemas,
     }
     print(f"{'measure':<42}{'seconds':>9}{'records/s':>11}{'MB/s':>8}")
     for name, seconds, count in rows:
@@ -468,7 +475,7 @@ def main() -> int:
                 "baseline_records_per_s", "mirrorflow_records_per_s_past_fixed_cost",
                 "mirrorflow_mirror_records_per_s_past_fixed_cost"):
         print(f"{key}: {figures[key]}")
-    print_many(many)
+    print_figures({**many, **schemas})
     RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
 
@@ -478,25 +485,31 @@ def many_figures(tmp: Path, brokers: dict[str, str], server, args) -> dict:
                                    args.many_topics, args.ten_thousand_topics)
 
 
-def print_many(many: dict) -> None:
-    for key, value in many.items():
+def schema_figures(tmp: Path, brokers: dict[str, str], server, args) -> dict:
+    return schema_transfer.measure(tmp, brokers, server, write_config, timed_run, create,
+                                   args.records, args.size, args.partitions, PRODUCER)
+
+
+def print_figures(found: dict) -> None:
+    for key, value in found.items():
         print(f"{key}: {value}")
 
 
-def only_many(args) -> int:
-    """The many-partitions cases alone, merged into an existing results.json."""
+def only(args, measure) -> int:
+    """One group of cases alone (``measure``: :func:`many_figures` or
+    :func:`schema_figures`), merged into an existing results.json."""
     with tempfile.TemporaryDirectory() as tmp_dir, \
             running_clusters(["src", "dst"], Path(tmp_dir) / "brokers") as brokers:
         tmp = Path(tmp_dir)
         server = connect_server.ConnectServer("127.0.0.1", free_port(), tmp / "connect")
         connect_server.start(server)
         try:
-            many = many_figures(tmp, brokers, server, args)
+            found = measure(tmp, brokers, server, args)
         finally:
             connect_server.stop(server)
-    print_many(many)
+    print_figures(found)
     figures = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    RESULTS.write_text(json.dumps({**figures, **many}, indent=2) + "\n")
+    RESULTS.write_text(json.dumps({**figures, **found}, indent=2) + "\n")
     return 0
 
 

@@ -1,0 +1,89 @@
+"""The bench's schema registry transfer (issue 35): the cost of rewriting schema ids on a
+backlog, on the same brokers and warm Spark Connect server as the rest of the bench.
+
+A topic of Avro values in Confluent's wire format (``--records`` of about ``--size``
+bytes over ``--partitions``, four schema versions registered in a source registry, plain
+keys) is mirrored by two flows of their own, one with the transfer (ids rewritten, a
+target registry, the proof comparing with ids mapped back and checking each mapping in
+both registries) and one without, alternately, twice each; the second of each is timed.
+Both registries are :mod:`mirrorflow.dev.schema_registry` stand-ins served from this
+process.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from fastavro import parse_schema, schemaless_writer
+
+from mirrorflow.dev.schema_registry import LocalRegistry
+
+SMT = "cricket.jmoore.kafka.connect.transforms.SchemaRegistryTransfer"
+VERSIONS = 4
+
+
+def avro_values(registry: LocalRegistry, size: int) -> list[bytes]:
+    """One wire-format value per schema version (each version adds a field with a
+    default, so each is BACKWARD compatible with the one before)."""
+    client = SchemaRegistryClient({"url": registry.url})
+    out = []
+    for version in range(VERSIONS):
+        schema = {"type": "record", "name": "Order", "namespace": "bench", "fields": [
+            {"name": "id", "type": "long"}, {"name": "note", "type": "string"},
+            *[{"name": f"extra{i}", "type": "int", "default": 0} for i in range(version)]]}
+        schema_id = client.register_schema("avro-value", Schema(json.dumps(schema), "AVRO"))
+        body = io.BytesIO()
+        schemaless_writer(body, parse_schema(schema),
+                          {"id": version, "note": "x" * max(size - 16, 1),
+                           **{f"extra{i}": i for i in range(version)}})
+        out.append(b"\x00" + schema_id.to_bytes(4, "big") + body.getvalue())
+    return out
+
+
+def fill(bootstrap: str, values: list[bytes], records: int, partitions: int,
+         producer_settings: dict) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, **producer_settings})
+    for i in range(records):
+        while True:
+            try:
+                producer.produce("avro", values[i % len(values)], str(i).encode(),
+                                 partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(300) == 0
+
+
+def measure(tmp: Path, brokers: dict[str, str], server, write_config, timed_run,
+            create, records: int, size: int, partitions: int,
+            producer_settings: dict) -> dict:
+    with LocalRegistry(first_id=1) as east, LocalRegistry(first_id=1000) as west:
+        create(brokers["src"], "avro", partitions)
+        fill(brokers["src"], avro_values(east, size), records, partitions, producer_settings)
+        transfer = "\n".join([
+            "{alias}->dst.transforms = T", f"{{alias}}->dst.transforms.T.type = {SMT}",
+            f"{{alias}}->dst.transforms.T.src.schema.registry.url = {east.url}",
+            f"{{alias}}->dst.transforms.T.dest.schema.registry.url = {west.url}",
+            "{alias}->dst.transforms.T.transfer.message.keys = false"])
+        seconds = {}
+        for alias in ("plain1", "schemas1", "plain2", "schemas2"):
+            extra = transfer.format(alias=alias) if alias.startswith("schemas") else ""
+            config = write_config(tmp / f"{alias}.properties", brokers, alias, "avro", extra)
+            result, seconds[alias] = timed_run(config, f"{alias}->dst", server.url)
+            assert result.records == records, result.records
+            assert result.validation["verified_records"] == records
+            if alias.startswith("schemas"):
+                mapped = result.validation["schemas"]
+                assert len(mapped) == VERSIONS and all(m["target_id"] >= 1000 for m in mapped)
+    overhead = seconds["schemas2"] / seconds["plain2"] - 1
+    print(f"  schema transfer: {seconds['schemas2']:.2f}s with, {seconds['plain2']:.2f}s "
+          f"without ({overhead:+.1%})", file=sys.stderr, flush=True)
+    return {"schema_transfer_s": round(seconds["schemas2"], 2),
+            "schema_transfer_plain_s": round(seconds["plain2"], 2),
+            "schema_transfer_overhead_pct": round(overhead * 100, 1),
+            "schema_transfer_schema_ids": VERSIONS}
