@@ -26,17 +26,26 @@ from mirrorflow.schema.registries import Registry, SchemaTransferError
 
 log = logging.getLogger(__name__)
 
+# Mappings this process made for a plan: Spark reuses its Python workers across tasks, so
+# the write tasks of a plan that one worker runs one after another ask the registries once
+# between them. Only the newest plan's are kept: a registry replaced under a flow misleads
+# no later run (the proof would catch it, but the run would fail).
+_MADE: dict[str, dict[MappingKey, IdMapping]] = {}
+
 
 class IdMapper:
     """Maps and rewrites the schema ids of the batches one write task writes."""
 
     def __init__(self, transfer: SchemaTransfer, flow_name: str, source: ClusterConfig,
                  target: ClusterConfig, known: dict[MappingKey, IdMapping],
-                 exempt: Callable[[str], bool]):
+                 exempt: Callable[[str], bool], plan_id: str = ""):
         self.transfer, self.flow_name = transfer, flow_name
         self.source = Registry(transfer.source, source, "source", transfer.capacity)
         self.target = Registry(transfer.target, target, "target", transfer.capacity)
         self.known = dict(known)
+        if plan_id not in _MADE:
+            _MADE.clear()
+        self._made = _MADE.setdefault(plan_id, {}) if plan_id else {}
         self.exempt = exempt  # source topics never transferred: the heartbeats
         self.uncommitted: list[IdMapping] = []  # new, not yet in a committed transaction
         # A reference's source (subject, version) -> its version in the target registry.
@@ -89,8 +98,9 @@ class IdMapper:
         """The stored or new mapping of ``source_id`` for the remote topic's ``part``."""
         found = self.known.get((remote_topic, part, source_id))
         if found is None:
-            found = self._transfer(topic, remote_topic, part, source_id)
-            self.known[found.ident] = found
+            key = (remote_topic, part, source_id)
+            found = self._made.get(key) or self._transfer(topic, remote_topic, part, source_id)
+            self._made[key] = self.known[found.ident] = found
             self.uncommitted.append(found)
             log.info("schema id %d of %s's %ss is %d in the target registry (%s v%d)",
                      source_id, topic, part, found.target_id, found.subject, found.version)

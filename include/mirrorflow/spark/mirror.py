@@ -232,7 +232,8 @@ def write_slot(config_text: str, source_alias: str, target_alias: str,
     if transfer is not None:
         mapper = IdMapper(transfer, flow.name, config.cluster(source_alias),
                           config.cluster(target_alias), known,
-                          flow.policy().is_heartbeats_topic)
+                          flow.policy().is_heartbeats_topic,
+                          next(iter(tasks.values())).plan_id)
     writer = None
     try:
         for batch in batches:
