@@ -42,7 +42,7 @@ from soak_traffic import (
     topics_of,
 )
 
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.dev import connect_server, localcluster
 from mirrorflow.dev.local_airflow import LocalAirflow, LocalAirflowError, db_time
 from mirrorflow.dev.localcluster import free_port

@@ -23,7 +23,7 @@ from helpers.kafka import (
     varied_records,
 )
 from mirrorflow.checkpoint import remote
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import reports
 from mirrorflow.source.offsets import OffsetStore

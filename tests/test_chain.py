@@ -18,7 +18,7 @@ from helpers.kafka import (
     read_partition,
     varied_records,
 )
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.kafka.clients import topic_ids
 from mirrorflow.quality.validate import ValidationError
 from mirrorflow.run import run_cycle

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow.config.model import FLOW_PROPERTIES, ConfigError, load_config, parse_config
+from mirrorflow.config.errors import ConfigError
+from mirrorflow.config.loader import load_config, parse_config
+from mirrorflow.config.model import FLOW_PROPERTIES
 
 BASE = """
 clusters = a, b

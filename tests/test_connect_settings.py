@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from mirrorflow.cli import main
-from mirrorflow.config.model import ConfigError, parse_config
+from mirrorflow.config.errors import ConfigError
+from mirrorflow.config.loader import parse_config
 
 BASE = """clusters = a, b
 a.bootstrap.servers = a1:9092

@@ -19,7 +19,7 @@ from helpers.kafka import (
 )
 from mirrorflow.checkpoint import remote
 from mirrorflow.cli import main
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.run import run_cycle
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]

@@ -18,7 +18,7 @@ import pytest
 
 from helpers.kafka import commit, config_file, create_topic, produce, read_partition, varied_records
 from mirrorflow.checkpoint.remote import latest_checkpoints
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.dev.localcluster import start
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.lease import FlowLease, LeaseHeldError

@@ -122,6 +122,6 @@ def test_dag_file_gives_dags_or_one_config_error(text: str) -> None:
     if bag.import_errors:
         (error,) = bag.import_errors.values()
         last = error.strip().splitlines()[-1]
-        assert last.startswith("mirrorflow.config.model.ConfigError: "), error
+        assert last.startswith("mirrorflow.config.errors.ConfigError: "), error
     else:
         assert all(dag_id.startswith("mirror__") for dag_id in bag.dags)

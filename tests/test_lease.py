@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.lease import FlowLease, LeaseHeldError, LeaseRecord, holder
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mirrorflow.cli import main
-from mirrorflow.config.model import load_config, parse_config
+from mirrorflow.config.loader import load_config, parse_config
 from mirrorflow.dev import localcluster
 from mirrorflow.kafka import clients
 

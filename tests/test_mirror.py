@@ -21,7 +21,7 @@ from helpers.kafka import (
     varied_records,
 )
 from mirrorflow.cli import main
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.errors import DataLossError
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import reports

@@ -36,7 +36,7 @@ from helpers.kafka import (
 )
 from helpers.mm2 import MM2_PACE, QUICK_START, mirrored, own_configs, parse, true_position, wait_for
 from mirrorflow.checkpoint import remote
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.dev.local_mm2 import MirrorMaker, formatted
 from mirrorflow.jvm import log4j_config
 from mirrorflow.kafka.clients import close_shared

@@ -31,7 +31,7 @@ from helpers.kafka import (
 from helpers.kafka import varied_records as records_from
 from helpers.mm2 import MM2_PACE, QUICK_START, own_configs, parse, wait_for
 from mirrorflow.checkpoint import remote
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.dev.local_mm2 import MirrorMaker, formatted
 from mirrorflow.kafka.clients import close_shared
 from mirrorflow.run import run_cycle

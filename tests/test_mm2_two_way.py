@@ -37,7 +37,7 @@ from helpers.kafka import varied_records as records_from
 from helpers.mm2 import MM2_PACE, QUICK_START, true_position, wait_for
 from mirrorflow.checkpoint import remote
 from mirrorflow.checkpoint.checkpoints import committed_offsets
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.dev.local_mm2 import MirrorMaker
 from mirrorflow.kafka.clients import close_shared
 from mirrorflow.kafka.internal_topics import read_log

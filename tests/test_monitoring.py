@@ -14,7 +14,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from helpers.kafka import config_file, create_topic, produce, varied_records
 from mirrorflow.airflow.plugin import app
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.quality import metrics, reports
 from mirrorflow.quality.metrics import LagAlertError, alerts
 from mirrorflow.run import run_cycle

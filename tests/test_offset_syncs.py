@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.kafka.records import OffsetSync
 from mirrorflow.source import offset_syncs
 from mirrorflow.source.offset_syncs import translate

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from helpers.kafka import create_topic, delete_records, read_partition, topics
 from helpers.mm2 import own_configs
-from mirrorflow.config.model import parse_config
+from mirrorflow.config.loader import parse_config
 from mirrorflow.kafka import internal_topics
 from mirrorflow.kafka.internal_topics import CompactedTopic
 from mirrorflow.lease import FlowLease

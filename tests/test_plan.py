@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file, create_topic, delete_records, produce, topics, varied_records
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.errors import DataLossError
 from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan import (

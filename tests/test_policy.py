@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.config.model import ConfigError, parse_config
+from mirrorflow.config.errors import ConfigError
+from mirrorflow.config.loader import parse_config
 from mirrorflow.config.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,

@@ -25,7 +25,7 @@ from helpers.kafka import (
     varied_records,
 )
 from mirrorflow.cli import main
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle
 from mirrorflow.source.offsets import OffsetStore

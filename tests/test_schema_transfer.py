@@ -19,7 +19,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from helpers.kafka import config_file, create_topic, produce, read_as_group, read_partition
 from mirrorflow.checkpoint.remote import translate_offsets
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.dev.schema_registry import LocalRegistry
 from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 
-from mirrorflow.config.model import ConfigError, parse_config
+from mirrorflow.config.errors import ConfigError
+from mirrorflow.config.loader import parse_config
 from mirrorflow.dev.schema_registry import LocalRegistry
 from mirrorflow.schema import wire
 from mirrorflow.schema.mapping import IdMapping, ProofView

@@ -9,7 +9,8 @@ import pytest
 
 from helpers.kafka import config_file, create_topic
 from mirrorflow.cli import main
-from mirrorflow.config.model import ConfigError, load_config, parse_config
+from mirrorflow.config.errors import ConfigError
+from mirrorflow.config.loader import load_config, parse_config
 from mirrorflow.config.secrets import SecretError
 from mirrorflow.kafka import clients
 from mirrorflow.source.plan import build_plan

@@ -333,7 +333,7 @@ def test_a_protocol_mismatch_says_a_broker_answered_and_names_the_setting(
     there', but what happened and the setting to check."""
     import re
 
-    from mirrorflow.config.model import load_config
+    from mirrorflow.config.loader import load_config
     from mirrorflow.kafka.clients import ClusterUnreachableError, check_reachable
 
     brokers, ca = secure

@@ -13,7 +13,7 @@ import pytest
 
 from helpers.kafka import config_file, create_topic, read_partition
 from mirrorflow.checkpoint import checkpoints, remote
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.run import run_cycle
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]

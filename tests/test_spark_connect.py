@@ -33,7 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[connect_server.
 
 def test_local_server_of_a_config_and_a_run_through_it(server, two_clusters, tmp_path: Path,
                                                        monkeypatch) -> None:
-    from mirrorflow.config.model import load_config
+    from mirrorflow.config.loader import load_config
     from mirrorflow.dev.localcluster import connect_servers
 
     a, b = two_clusters["a"], two_clusters["b"]
@@ -122,7 +122,7 @@ def test_a_submit_after_a_connect_session_in_the_same_process(two_clusters, tmp_
 _SESSION_PROBE = """
 import json, logging, sys
 logging.basicConfig(level=logging.INFO, format="%(message)s")
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.spark.session import flow_session_key, get_session
 config = load_config(sys.argv[1])
 flow = config.flow(sys.argv[2])
@@ -189,7 +189,7 @@ def test_the_package_is_shipped_once_per_session_and_new_code_is_a_new_session(
 
     from pyspark.errors.exceptions.connect import SparkRuntimeException
 
-    from mirrorflow.config.model import load_config
+    from mirrorflow.config.loader import load_config
     from mirrorflow.spark.session import (
         PACKAGE_DIR,
         PACKAGE_MARK,

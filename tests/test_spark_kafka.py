@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, topics, varied_records
-from mirrorflow.config.model import load_config, parse_config
+from mirrorflow.config.loader import load_config, parse_config
 from mirrorflow.kafka import clients
 from mirrorflow.source.plan import plan_run
 from mirrorflow.spark.kafka_source import kafka_options, read_ranges, reader_group

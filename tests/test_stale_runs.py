@@ -16,7 +16,7 @@ import pytest
 from test_airflow_run import flow_dag, states
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.run import run_cycle
 from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan import PlanStore
@@ -100,7 +100,7 @@ def test_a_failed_proof_marked_success_commits_nothing(airflow_db, two_clusters,
 
 PAUSED_HOLDER = textwrap.dedent("""
     import os, signal, sys
-    from mirrorflow.config.model import load_config
+    from mirrorflow.config.loader import load_config
     from mirrorflow.lease import FlowLease
     from mirrorflow.source.offsets import OffsetStore
 

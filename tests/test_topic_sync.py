@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from helpers.kafka import alter_topic, config_file, create_topic
-from mirrorflow.config.model import load_config, parse_config
+from mirrorflow.config.loader import load_config, parse_config
 from mirrorflow.run import metadata_step
 from mirrorflow.source import topic_sync
 from mirrorflow.source.plan import build_plan

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from helpers.kafka import config_file, create_topic, read_partition
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.run import run_cycle
 from mirrorflow.source.offsets import OffsetStore
 

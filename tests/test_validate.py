@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 
 from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
 from mirrorflow.cli import main
-from mirrorflow.config.model import load_config
+from mirrorflow.config.loader import load_config
 from mirrorflow.kafka.internal_topics import CompactedTopic
 from mirrorflow.kafka.records import Checkpoint
 from mirrorflow.quality import reports

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from helpers.kafka import create_topic, delete_records, produce, read_partition, varied_records
-from mirrorflow.config.model import parse_config
+from mirrorflow.config.loader import parse_config
 from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.source import ledger

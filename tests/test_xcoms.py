@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mirrorflow.airflow.xcoms import brief, handoff, received
-from mirrorflow.config.model import parse_config
+from mirrorflow.config.loader import parse_config
 from mirrorflow.quality import metrics, reports
 from mirrorflow.run import PartitionReport, RunResult
 

@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mirrorflow.config import connect_settings
-from mirrorflow.config.model import FLOW_PROPERTIES, FlowConfig, MirrorConfig, load_config
+from mirrorflow.config.loader import load_config
+from mirrorflow.config.model import FLOW_PROPERTIES, FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 
 EXIT_OK = 0

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from mirrorflow.checkpoint import checkpoints
 from mirrorflow.checkpoint.remote import topic_names
-from mirrorflow.config.model import FlowConfig, MirrorConfig, load_config
+from mirrorflow.config.loader import load_config
+from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.heartbeat import heartbeats
 from mirrorflow.lease import FlowLease, unfenced_reason

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from mirrorflow.airflow.xcoms import brief, handoff, received
-from mirrorflow.config.model import FlowConfig, MirrorConfig, load_config
+from mirrorflow.config.loader import load_config
+from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.plain import plain
 
 log = logging.getLogger(__name__)

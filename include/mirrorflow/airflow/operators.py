@@ -39,7 +39,7 @@ class MirrorJobOperator(BaseOperator):
         self._hook = None
 
     def execute(self, context: Any) -> None:
-        from mirrorflow.config.model import load_config
+        from mirrorflow.config.loader import load_config
         from mirrorflow.lease import FlowLease
         from mirrorflow.source.plan import PlanNotPendingError, PlanStore
 

@@ -22,7 +22,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 
 def _arrived(config_file: str, flow_name: str, since_ms: int) -> dict:
-    from mirrorflow.config.model import load_config
+    from mirrorflow.config.loader import load_config
     from mirrorflow.heartbeat import heartbeats
     from mirrorflow.plain import plain
 
@@ -97,7 +97,7 @@ class HeartbeatSensor(BaseSensorOperator):
 
 def _owner(config_file: str, flow_name: str, run_id: str) -> str | None:
     """The run that owns the flow now, if another one does."""
-    from mirrorflow.config.model import load_config
+    from mirrorflow.config.loader import load_config
     from mirrorflow.lease import FlowLease
 
     config = load_config(config_file)
@@ -108,7 +108,7 @@ def _owner(config_file: str, flow_name: str, run_id: str) -> str | None:
 def check_clusters(config_file: str, flow_name: str) -> None:
     """Fail fast, naming the cluster, when the flow's source or target does not answer
     (:class:`mirrorflow.kafka.clients.ClusterUnreachableError`)."""
-    from mirrorflow.config.model import load_config
+    from mirrorflow.config.loader import load_config
     from mirrorflow.kafka.clients import check_reachable
 
     config = load_config(config_file)
@@ -168,7 +168,7 @@ class FlowClaimSensor(BaseSensorOperator):
                        method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
 
     def poke(self, context) -> bool:
-        from mirrorflow.config.model import load_config
+        from mirrorflow.config.loader import load_config
         from mirrorflow.lease import FlowLease
 
         if (context.get("params") or {}).get("dry_run"):

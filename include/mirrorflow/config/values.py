@@ -91,3 +91,13 @@ def as_schedule(raw: str) -> str | None:
         f"expected a 5-field cron expression, one of {', '.join(SCHEDULE_PRESETS)}, or "
         f"'none', got {raw!r}"
     )
+
+
+def as_fraction(raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ValueError(f"expected a number between 0 and 1, got {raw!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"expected a number in (0, 1], got {raw!r}")
+    return value

@@ -18,7 +18,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mirrorflow.config.model import FlowConfig, MirrorConfig, load_config
+from mirrorflow.config.loader import load_config
+from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.lease import FlowLease
 from mirrorflow.source.plan import Plan, PlanNotPendingError, PlanStore

@@ -15,7 +15,8 @@ import logging
 import re
 from collections.abc import Iterator
 
-from mirrorflow.config.model import FlowConfig, MirrorConfig, parse_config
+from mirrorflow.config.loader import parse_config
+from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks

@@ -1,0 +1,164 @@
+"""mirrorflow's own flow properties (``mirrorflow.*``, and the Spark-style
+``failOnDataLoss``): scheduling, Spark, leases, limits, the proof, reports and alerts."""
+
+from __future__ import annotations
+
+from mirrorflow.config.property_spec import PropertySpec
+from mirrorflow.config.values import (
+    as_bool,
+    as_fraction,
+    as_int,
+    as_non_negative_int,
+    as_positive_int,
+    as_schedule,
+    as_string,
+)
+
+MIRRORFLOW_SPECS = [
+    PropertySpec(
+        "mirrorflow.schedule",
+        "*/5 * * * *",
+        as_schedule,
+        "Airflow schedule of the flow's DAG: cron, a preset (@hourly), '@continuous' (runs "
+        "back to back, one at a time: a flow's lag is one run, not an interval plus a run), "
+        "or 'none' for manual.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.spark.master",
+        "local[*]",
+        as_string,
+        "Spark master for the mirror job when run without Airflow's Spark connection.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.spark.conn.id",
+        "spark_default",
+        as_string,
+        "Airflow connection the SparkSubmitOperator uses.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.retry.delay.seconds",
+        "60",
+        as_non_negative_int,
+        "Airflow's delay before a failed task of the flow's DAG is retried.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.lease.timeout.seconds",
+        "30",
+        as_positive_int,
+        "A step's hold on the flow lapses this long after its process stops renewing it.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.lease.wait.seconds",
+        "60",
+        as_non_negative_int,
+        "How long a run waits for another run of the same flow before it fails.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.lease.run.timeout.seconds",
+        "900",
+        as_positive_int,
+        "A DAG run owns its flow from claim_flow to its report task; between its tasks the "
+        "ownership lapses this long after the last task let go (a run killed hard).",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.max.records.per.partition",
+        "1000000",
+        as_positive_int,
+        "Largest range one run plans for one source partition; the rest waits for the next run.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.transaction.records",
+        "100000",
+        as_positive_int,
+        "Records per writer transaction (also bounded to 64 MiB): each commits its records "
+        "with their ranges' resume positions, so a retry redoes at most one transaction.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.write.tasks",
+        "8",
+        as_positive_int,
+        "Write tasks per run at most: the plan deals its ranges out to this many slots, "
+        "balanced by size, and each slot's ranges are written by one Spark task with one "
+        "transactional producer (a transactional id per flow and slot) whose "
+        "transactions span all of them. A slot's ranges stay in it for every attempt of "
+        "the plan, so a retry fences each zombie. The proof reads the ranges in as many "
+        "tasks (more where long ranges are split). More than Spark's cores costs a "
+        "producer, a commit and a task's scheduling per extra task; fewer leaves cores "
+        "idle on few large ranges.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.records.per.spark.partition",
+        "2000000",
+        as_positive_int,
+        "The completeness check reads a range longer than this in several Spark input "
+        "partitions (the mirror reads each range in one, to keep its order). Each piece "
+        "costs a Kafka consumer of its own, which pays off only where ranges are fewer "
+        "than cores; the default reads a default plan's range (its records and their "
+        "transaction markers) in one.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.validate.fraction",
+        "1.0",
+        lambda raw: as_fraction(raw),
+        "Share of ranges the completeness check verifies (1.0 = everything).",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.validate.expectations.dir",
+        "",
+        as_string,
+        "Folder of extra Great Expectations suites (JSON) run over the mirrored records; "
+        "empty = include/expectations of the project.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.reports.retention.runs",
+        "1000",
+        as_positive_int,
+        "Run reports (summary and Data Docs) kept per flow: the newest this many; each run "
+        "removes older ones as it writes its own.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.reports.retention.days",
+        "7",
+        as_positive_int,
+        "Run reports older than this many days are removed, whatever their number.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.alert.max.lag.records",
+        "-1",
+        as_int,
+        "Fail the run's report task (after the report is written) when a partition lags "
+        "more records than this after the run (-1 = off).",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.alert.max.heartbeat.age.ms",
+        "-1",
+        as_int,
+        "Fail the run's report task (after the report is written) when the newest "
+        "heartbeat on the target is older (-1 = off).",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "failOnDataLoss",
+        "true",
+        as_bool,
+        "Spark-style: fail when retention removed records not yet mirrored; "
+        "false records the gap and goes on.",
+        origin="Spark",
+    ),
+]
