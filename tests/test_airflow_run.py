@@ -120,7 +120,8 @@ def test_failed_completeness_check_fails_the_run_before_commit(airflow_db, two_c
                                                                warm_spark) -> None:
     from confluent_kafka import Producer
 
-    from mirrorflow.source.plan import PlanStore, plan_run
+    from mirrorflow.source.plan import plan_run
+    from mirrorflow.source.plan_store import PlanStore
 
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "orders", 1)

@@ -20,11 +20,12 @@ from helpers.kafka import (
 )
 from mirrorflow.config.loader import load_config
 from mirrorflow.kafka.clients import topic_ids
-from mirrorflow.quality.validate import ValidationError
+from mirrorflow.quality.verdicts import ValidationError
 from mirrorflow.run import run_cycle
 from mirrorflow.source.history import HistoryStore
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import PlanStore, plan_run
+from mirrorflow.source.plan import plan_run
+from mirrorflow.source.plan_store import PlanStore
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 

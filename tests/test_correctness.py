@@ -24,7 +24,7 @@ from mirrorflow.checkpoint import remote
 from mirrorflow.config.loader import load_config
 from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle
-from mirrorflow.source.plan import PlanStore
+from mirrorflow.source.plan_store import PlanStore
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 

@@ -26,7 +26,9 @@ from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle
 from mirrorflow.source.ledger import progress_group
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import PlanError, PlanStore, plan_run
+from mirrorflow.source.plan import plan_run
+from mirrorflow.source.plan_records import PlanError
+from mirrorflow.source.plan_store import PlanStore
 from mirrorflow.source.writer import WriteError
 from mirrorflow.spark.mirror import SourceTopicGoneError, mirror
 

@@ -17,7 +17,7 @@ from mirrorflow.lease import FlowLease
 from mirrorflow.source import ledger
 from mirrorflow.source.history import HistoryStore
 from mirrorflow.source.offsets import OffsetStore, decode, encode_key, encode_value, offsets_topic
-from mirrorflow.source.plan import PlanStore
+from mirrorflow.source.plan_store import PlanStore
 
 
 def test_key_and_value_bytes_match_mm2() -> None:

@@ -10,15 +10,9 @@ from helpers.kafka import config_file, create_topic, delete_records, produce, to
 from mirrorflow.config.loader import load_config
 from mirrorflow.errors import DataLossError
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import (
-    Plan,
-    PlanError,
-    PlanStore,
-    Range,
-    build_plan,
-    deal,
-    plan_run,
-)
+from mirrorflow.source.plan import build_plan, plan_run
+from mirrorflow.source.plan_records import Plan, PlanError, Range, deal
+from mirrorflow.source.plan_store import PlanStore
 
 pytestmark = pytest.mark.broker
 

@@ -9,15 +9,10 @@ from pathlib import Path
 import pytest
 
 from mirrorflow.quality import reports
-from mirrorflow.quality.validate import (
-    DEFAULT_EXPECTATIONS_DIR,
-    PartitionVerdict,
-    Validation,
-    ValidationError,
-    sample,
-    user_suites,
-)
-from mirrorflow.source.plan import Plan, Range
+from mirrorflow.quality.suites import DEFAULT_EXPECTATIONS_DIR, user_suites
+from mirrorflow.quality.validate import sample
+from mirrorflow.quality.verdicts import PartitionVerdict, Validation, ValidationError
+from mirrorflow.source.plan_records import Plan, Range
 
 
 def plan_of(n: int) -> Plan:

@@ -26,7 +26,7 @@ from mirrorflow.run import run_cycle
 from mirrorflow.schema import mapping
 from mirrorflow.schema.registries import RegistryRefusedError, SchemaTransferError
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import PlanStore
+from mirrorflow.source.plan_store import PlanStore
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -240,7 +240,7 @@ def test_headers_dropped_keys_kept_and_a_mapping_that_no_longer_holds_is_caught(
                               v2.subject, v2.version)
     store.topic.write([(wrong.key(), wrong.value())])
     produce(a, "orders", records[20:], 1)
-    from mirrorflow.quality.validate import ValidationError
+    from mirrorflow.quality.verdicts import ValidationError
 
     with pytest.raises(ValidationError) as caught:
         run_cycle(path, "a->b", spark=spark)

@@ -19,7 +19,7 @@ from helpers.kafka import config_file, create_topic, produce, read_partition, va
 from mirrorflow.config.loader import load_config
 from mirrorflow.run import run_cycle
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import PlanStore
+from mirrorflow.source.plan_store import PlanStore
 
 pytestmark = [pytest.mark.airflow, pytest.mark.broker]
 
@@ -220,7 +220,7 @@ def test_records_gone_from_the_source_before_the_proof_are_named_not_retried_for
     the retry's proof reads them again: the proof compares the rest and names the lost
     offsets under failOnDataLoss; with failOnDataLoss = false the run goes on."""
     from helpers.kafka import delete_records
-    from mirrorflow.quality.validate import ValidationError
+    from mirrorflow.quality.verdicts import ValidationError
     from mirrorflow.run import run_cycle
 
     a, b = two_clusters["a"], two_clusters["b"]

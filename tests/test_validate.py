@@ -20,10 +20,13 @@ from mirrorflow.config.loader import load_config
 from mirrorflow.kafka.internal_topics import CompactedTopic
 from mirrorflow.kafka.records import Checkpoint
 from mirrorflow.quality import reports
-from mirrorflow.quality.validate import ValidationError, validate_plan
+from mirrorflow.quality.validate import validate_plan
+from mirrorflow.quality.verdicts import ValidationError
 from mirrorflow.run import run_cycle
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import Plan, PlanStore, Range, plan_run
+from mirrorflow.source.plan import plan_run
+from mirrorflow.source.plan_records import Plan, Range
+from mirrorflow.source.plan_store import PlanStore
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -99,7 +102,7 @@ def test_faithful_copy_passes_with_data_docs_and_summary(spark, source) -> None:
 
 def test_data_docs_that_cannot_be_written_leave_the_verdict_and_a_warning(
         tmp_path, caplog, monkeypatch) -> None:
-    from mirrorflow.quality.validate import build_docs, run_suites
+    from mirrorflow.quality.suites import build_docs, run_suites
 
     monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path / "reports"))
     blocked = tmp_path / "docs"

@@ -23,7 +23,9 @@ from mirrorflow.plain import plain
 from mirrorflow.source.history import Chain, HistoryStore
 from mirrorflow.source.ledger import keep_written
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import PENDING_KEY, Break, PlanStore, discover_topics
+from mirrorflow.source.plan import discover_topics
+from mirrorflow.source.plan_records import Break
+from mirrorflow.source.plan_store import PENDING_KEY, PlanStore
 
 log = logging.getLogger(__name__)
 RESET_MODES = ("earliest", "latest", "timestamp")

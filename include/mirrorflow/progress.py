@@ -21,7 +21,7 @@ from confluent_kafka import KafkaException
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.source import ledger
-from mirrorflow.source.plan import Plan
+from mirrorflow.source.plan_records import Plan
 
 
 class Sink:

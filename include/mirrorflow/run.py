@@ -30,10 +30,12 @@ from mirrorflow.lease import FlowLease, unfenced_reason
 from mirrorflow.plain import plain
 from mirrorflow.progress import Sink, WriteProgress, describe_plan
 from mirrorflow.quality import metrics, reports
-from mirrorflow.quality.validate import Validation
+from mirrorflow.quality.verdicts import Validation
 from mirrorflow.source import history, ledger, offset_syncs, topic_sync
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import Plan, PlanStore, discover_topics, plan_run
+from mirrorflow.source.plan import discover_topics, plan_run
+from mirrorflow.source.plan_records import Plan
+from mirrorflow.source.plan_store import PlanStore
 from mirrorflow.spark.job import (
     EXIT_VALIDATION_FAILED,
     RESULT_MARKER,

@@ -137,8 +137,9 @@ def verdict(config_file: str, flow_name: str, planned: dict, run_id: str) -> dic
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     from mirrorflow.quality import metrics
-    from mirrorflow.quality.validate import Validation
-    from mirrorflow.source.plan import PlanNotPendingError, PlanStore
+    from mirrorflow.quality.verdicts import Validation
+    from mirrorflow.source.plan_records import PlanNotPendingError
+    from mirrorflow.source.plan_store import PlanStore
 
     config = load_config(config_file)
     flow = config.flow(flow_name)
@@ -170,7 +171,8 @@ def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
     positions. A plan that is no longer pending (this task of an older run, cleared or
     re-run) commits nothing: the task says who committed or superseded it, and ends."""
     from mirrorflow.run import RunResult, commit_step
-    from mirrorflow.source.plan import PlanNotPendingError, PlanStore
+    from mirrorflow.source.plan_records import PlanNotPendingError
+    from mirrorflow.source.plan_store import PlanStore
 
     with _leased(config_file, flow_name, run_id) as (config, flow):
         store = PlanStore(config, flow)
@@ -243,7 +245,7 @@ def report(config_file: str, flow_name: str, run_id: str, params: dict | None = 
 def _summary(config_file: str, flow_name: str, run_id: str, ti, dag_run) -> dict:
     """Write the run's report and metrics; return the summary in brief, with its alerts."""
     from mirrorflow.quality import metrics, reports
-    from mirrorflow.source.plan import PlanStore
+    from mirrorflow.source.plan_store import PlanStore
 
     config = load_config(config_file)
     flow = config.flow(flow_name)

@@ -41,7 +41,8 @@ class MirrorJobOperator(BaseOperator):
     def execute(self, context: Any) -> None:
         from mirrorflow.config.loader import load_config
         from mirrorflow.lease import FlowLease
-        from mirrorflow.source.plan import PlanNotPendingError, PlanStore
+        from mirrorflow.source.plan_records import PlanNotPendingError
+        from mirrorflow.source.plan_store import PlanStore
 
         planned = context["ti"].xcom_pull(task_ids="plan")
         config = load_config(self.config_file)

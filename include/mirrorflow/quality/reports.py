@@ -280,7 +280,7 @@ def write_index(flow_name: str, shown: list[dict] | None = None) -> UPath:
 
 
 def describe_break(found: dict) -> str:
-    """One named break in a source partition's chain (:class:`mirrorflow.source.plan.Break`
+    """One named break in a source partition's chain (:class:`mirrorflow.source.plan_records.Break`
     as a dict): where, why, which offsets."""
     where = f"{found['topic']}[{found['partition']}]"
     skipped = (f"offsets {found['start']}..{found['end'] - 1}" if found["end"] > found["start"]

@@ -30,227 +30,44 @@ What is compared (:mod:`mirrorflow.quality.compare` does it in Spark):
   (topic id), or where a named break of the plan says; otherwise offsets were never
   planned (or planned twice), and the proof fails naming them.
 
-A Great Expectations suite checks the verdicts (ephemeral context, pandas data source
-for the one-row-per-partition table, expected values as parameters) and renders Data
-Docs; users add their own suites (JSON files in the expectations directory) over the
-mirrored records, on Spark.
+A Great Expectations suite checks the verdicts (:mod:`mirrorflow.quality.verdicts`;
+ephemeral context, pandas data source for the one-row-per-partition table, expected
+values as parameters) and renders Data Docs; users add their own suites (JSON files in
+the expectations directory) over the mirrored records, on Spark
+(:mod:`mirrorflow.quality.suites`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import json
 import logging
 import math
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
-from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
-from mirrorflow.plain import plain
 from mirrorflow.quality import reports, schema_check
 from mirrorflow.quality.compare import Compared, RangeCheck, RegionCheck, compare
-from mirrorflow.quality.gx_import import import_gx
+from mirrorflow.quality.suites import build_docs, expectations_dir, run_suites, user_suites
 from mirrorflow.quality.sync_check import range_findings
+from mirrorflow.quality.verdicts import (
+    CheckpointVerdict,
+    PartitionVerdict,
+    Validation,
+)
 from mirrorflow.schema import mapping
 from mirrorflow.source import history, ledger
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import Plan, PlanStore, Range
+from mirrorflow.source.plan_records import Plan, Range
+from mirrorflow.source.plan_store import PlanStore
 
 log = logging.getLogger(__name__)
 
 TopicPart = tuple[str, int]
-FINDINGS = {
-    "missing": "No source record is missing on the target.",
-    "duplicates": "No record is duplicated on the target.",
-    "altered": "No record in the flow's spans differs from its source record.",
-    "misplaced": "Every record is at the remote offset its offset sync claims.",
-    "foreign": "No record in the remote partition was written by anything but a mirror "
-               "flow.",
-}
-DEFAULT_EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
-
-
-class ValidationError(MirrorflowError):
-    """The target does not hold exactly the run's records; the message names where."""
-
-
-@dataclass
-class PartitionVerdict:
-    """One remote partition of the flow: its planned range compared (when the plan has
-    one and the sample takes it), and its unverified region searched for foreign
-    records."""
-
-    topic: str
-    partition: int
-    remote_topic: str
-    source_start: int | None = None
-    source_end: int | None = None
-    region_start: int | None = None
-    region_end: int | None = None
-    planned: int = 0
-    verified: bool = False
-    timestamps_compared: bool = True
-    source_records: int = 0
-    target_records: int = 0
-    source_digest: str = ""
-    target_digest: str = ""
-    missing: int = 0
-    duplicates: int = 0
-    altered: int = 0
-    misplaced: int = 0
-    foreign: int = 0
-    first_foreign_offset: int | None = None
-    first_bad_source_offset: int | None = None
-    first_bad_target_offset: int | None = None
-    lag: int | None = None
-    # Offsets [a, b) of the range the source lost (retention, DeleteRecords) after they
-    # were written and before the proof read them again, and how many copies they have.
-    lost: tuple[int, int] | None = None
-    unproven: int = 0
-
-    @property
-    def checked(self) -> bool:
-        return self.verified or self.region_start is not None
-
-    @property
-    def digest_match(self) -> bool:
-        return self.source_digest == self.target_digest
-
-    def problems(self) -> list[str]:
-        """Plain-language findings, naming topic, partition and the first bad offset."""
-        where = f"{self.topic}[{self.partition}] -> {self.remote_topic}[{self.partition}]"
-        found = []
-        if self.foreign:
-            found.append(f"{self.remote_topic}[{self.partition}]: {self.foreign} records "
-                         f"between offsets {self.region_start} and {self.region_end - 1} "
-                         f"were not written by a mirror flow (the first at offset "
-                         f"{self.first_foreign_offset})")
-        if not self.verified:
-            return found
-        if self.source_records != self.planned:
-            found.append(f"{where}: the source holds {self.source_records} records in offsets "
-                         f"{self.source_start}..{self.source_end - 1}, the mirror wrote "
-                         f"{self.planned}")
-        if self.target_records != self.source_records:
-            found.append(f"{where}: {self.target_records} records on the target in the "
-                         f"flow's spans, {self.source_records} on the source")
-        for name, meaning in (("missing", "source records missing on the target"),
-                              ("duplicates", "records duplicated on the target"),
-                              ("altered", "records on the target that are not source "
-                                          "records (altered)")):
-            if getattr(self, name):
-                found.append(f"{where}: {getattr(self, name)} {meaning}")
-        if self.first_bad_source_offset is not None or self.first_bad_target_offset is not None:
-            found.append(f"{where}: first mismatch at source offset "
-                         f"{self.first_bad_source_offset}, target offset "
-                         f"{self.first_bad_target_offset}")
-        return found
-
-
-@dataclass
-class CheckpointVerdict:
-    """A checkpoint on the target against how far the flow has mirrored its partition.
-
-    A group may be ahead of the mirror (live traffic): its checkpoint then points
-    consumers at the end of what was mirrored, which is safe. A checkpoint that points past
-    that end would make a failed-over consumer skip records not yet on the target."""
-
-    group: str
-    topic: str
-    partition: int
-    checkpoint_upstream_offset: int
-    mirrored_end: int  # upstream: the next offset to mirror
-    checkpoint_downstream_offset: int | None = None
-    mirrored_downstream_end: int | None = None  # the remote offset after the mirrored ones
-
-    def problem(self) -> str | None:
-        if (self.checkpoint_downstream_offset is None
-                or self.checkpoint_downstream_offset <= self.mirrored_downstream_end):
-            return None
-        return (f"checkpoint of group {self.group!r} for {self.topic}[{self.partition}] "
-                f"points consumers at remote offset {self.checkpoint_downstream_offset}, past "
-                f"the flow's mirrored records (remote offsets up to "
-                f"{self.mirrored_downstream_end - 1}, upstream up to {self.mirrored_end - 1})")
-
-
-@dataclass
-class Validation:
-    """The verdict of one run, stored with its plan and written to the reports."""
-
-    flow: str
-    run_id: str
-    plan_id: str
-    success: bool
-    fraction: float
-    verified_records: int = 0
-    planned_records: int = 0
-    ranges: list[PartitionVerdict] = field(default_factory=list)
-    checkpoints: list[CheckpointVerdict] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    expectations: dict[str, bool] = field(default_factory=dict)
-    # A schema transfer's mappings the run's records use (quality.schema_check).
-    schemas: list[dict] = field(default_factory=list)
-    data_docs: str | None = None
-    duration_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        self._docs: threading.Thread | None = None  # building the Data Docs (not stored)
-
-    def start_docs(self, context, docs_dir: Path) -> None:
-        """Render the Data Docs of the suites ``context`` ran into ``docs_dir``, in the
-        background (:func:`build_docs`), then into the run's reports."""
-        self.data_docs = str(reports.run_dir(self.flow, self.run_id) / "index.html")
-        self._docs = threading.Thread(target=build_docs,
-                                      args=(context, docs_dir, self.flow, self.run_id),
-                                      name=f"data docs {self.run_id}")
-        self._docs.start()
-
-    def wait_for_docs(self) -> None:
-        """Return once the run's Data Docs are written: :func:`validate_plan` renders them
-        in the background, off the verdict's path, so the commit need not wait for HTML;
-        whoever ends the run (or its process) waits here."""
-        if self._docs is not None:
-            self._docs.join()
-
-    @property
-    def verified_fraction(self) -> float:
-        return 1.0 if not self.planned_records else self.verified_records / self.planned_records
-
-    def verified_ends(self) -> dict[TopicPart, int]:
-        """Remote partition -> the end of the region this check proved."""
-        return {(v.remote_topic, v.partition): v.region_end for v in self.ranges
-                if v.region_end is not None}
-
-    def to_dict(self) -> dict:
-        doc = plain(self)
-        doc["verified_fraction"] = round(self.verified_fraction, 6)
-        for verdict, row in zip(self.ranges, doc["ranges"], strict=True):
-            row["digest_match"] = verdict.digest_match
-        return doc
-
-    @classmethod
-    def from_dict(cls, doc: dict) -> Validation:
-        doc = dict(doc)
-        doc.pop("verified_fraction", None)
-        ranges = [PartitionVerdict(**{k: v for k, v in r.items() if k != "digest_match"})
-                  for r in doc.pop("ranges", [])]
-        cps = [CheckpointVerdict(**c) for c in doc.pop("checkpoints", [])]
-        return cls(**doc, ranges=ranges, checkpoints=cps)
-
-    def error(self) -> ValidationError:
-        lines = "\n".join(f"  - {f}" for f in self.failures)
-        return ValidationError(
-            f"flow {self.flow}: run {self.run_id} failed its completeness check; positions "
-            f"were not committed, plan {self.plan_id} stays pending:\n{lines}")
-
-
 # --------------------------------------------------------------------------- choosing ranges
 
 
@@ -497,145 +314,6 @@ def checkpoint_verdicts(config: MirrorConfig, flow: FlowConfig) -> list[Checkpoi
 # --------------------------------------------------------------------------- the suite
 
 
-def expectations_dir(flow: FlowConfig) -> Path:
-    configured = flow.get("mirrorflow.validate.expectations.dir")
-    return Path(configured) if configured else DEFAULT_EXPECTATIONS_DIR
-
-
-def user_suites(directory: Path) -> list[dict]:
-    """GX suite documents (``{"name", "expectations": [{"type", "kwargs"}]}``), by file."""
-    suites = []
-    for path in sorted(directory.glob("*.json")):
-        try:
-            doc = json.loads(path.read_text())
-            if not isinstance(doc.get("expectations"), list):
-                raise ValueError("no 'expectations' list")
-        except (ValueError, AttributeError) as exc:
-            raise ValidationError(f"expectation suite {path}: {exc}") from None
-        suites.append({"name": doc.get("name") or path.stem, **doc, "file": str(path)})
-    return suites
-
-
-def _completeness_suite(gx):
-    e = gx.expectations
-    planned = {"$PARAMETER": "planned_records"}
-    suite = gx.ExpectationSuite(name="mirrorflow.completeness")
-    for expectation in [
-        e.ExpectTableRowCountToEqual(value={"$PARAMETER": "checked_partitions"},
-                                     description="Every checked remote partition was read."),
-        e.ExpectColumnSumToBeBetween(column="source_records", min_value=planned,
-                                     max_value=planned,
-                                     description="The planned ranges' source records: counted "
-                                                 "by the writer from what Spark's Kafka source "
-                                                 "read (a range one attempt wrote whole), "
-                                                 "else read from the source again."),
-        e.ExpectColumnPairValuesToBeEqual(column_A="target_records", column_B="source_records",
-                                          description="The flow's records on the target "
-                                                      "(read read_committed) are as many as "
-                                                      "the source's, range by range."),
-        e.ExpectColumnPairValuesToBeEqual(column_A="target_digest", column_B="source_digest",
-                                          description="Per range, the XOR of xxhash64 of "
-                                                      "key, value, headers and timestamp "
-                                                      "with the remote offset is equal on "
-                                                      "both sides: every source record sits "
-                                                      "where its span's offset syncs put it "
-                                                      "(timestamps left out on LogAppendTime "
-                                                      "topics; 0 and -1 as the plan's time)."),
-        *[e.ExpectColumnValuesToBeInSet(column=name, value_set=[0], description=meaning)
-          for name, meaning in FINDINGS.items()],
-    ]:
-        suite.add_expectation(expectation)
-    return suite
-
-
-def _checkpoint_suite(gx):
-    suite = gx.ExpectationSuite(name="mirrorflow.checkpoints")
-    suite.add_expectation(gx.expectations.ExpectColumnPairValuesAToBeGreaterThanB(
-        column_A="mirrored_downstream_end", column_B="checkpoint_downstream_offset",
-        or_equal=True, description="No checkpoint points consumers past the flow's "
-                                   "mirrored records."))
-    return suite
-
-
-def _suite_from_doc(gx, doc: dict):
-    from great_expectations.expectations.expectation_configuration import (
-        ExpectationConfiguration,
-    )
-
-    suite = gx.ExpectationSuite(name=doc["name"])
-    for item in doc["expectations"]:
-        try:
-            config = ExpectationConfiguration(type=item["type"], kwargs=item.get("kwargs", {}),
-                                              meta=item.get("meta"))
-            suite.add_expectation_configuration(config)
-        except Exception as exc:
-            raise ValidationError(f"expectation suite {doc['file']}: {item!r}: {exc}") from None
-    return suite
-
-
-def run_suites(verdict_list: list[PartitionVerdict], cps: list[CheckpointVerdict],
-               planned_records: int, records_frame, suites: list[dict],
-               docs_dir: Path, run_name: str):
-    """Run the GX suites, with a Data Docs site in ``docs_dir``. Suite name -> success,
-    and the GX context that renders the docs (:func:`build_docs`)."""
-    gx = import_gx()
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    context.add_data_docs_site(site_name="run", site_config={
-        "class_name": "SiteBuilder",
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend",
-                          "base_directory": str(docs_dir)},
-        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
-    # The built-in suites look at one row per range or checkpoint: pandas, no Spark jobs
-    # (GX computes every metric with a job of its own). User suites see the mirrored
-    # records, on Spark.
-    import pandas as pd
-
-    small = context.data_sources.add_pandas(name="mirrorflow")
-    columns = ["topic", "partition", "remote_topic", "source_records", "target_records",
-               "source_digest", "target_digest", *FINDINGS]
-    ranges_frame = pd.DataFrame([[getattr(v, c) for c in columns] for v in verdict_list
-                                 if v.checked], columns=columns)
-    cp_columns = ["group", "topic", "partition", "checkpoint_upstream_offset", "mirrored_end",
-                  "checkpoint_downstream_offset", "mirrored_downstream_end"]
-    cps_frame = pd.DataFrame([[getattr(c, name) for name in cp_columns] for c in cps
-                              if c.checkpoint_downstream_offset is not None],
-                             columns=cp_columns)
-    runs = [(small, "ranges", ranges_frame, _completeness_suite(gx)),
-            (small, "checkpoints", cps_frame, _checkpoint_suite(gx))]
-    if suites:
-        large = context.data_sources.add_spark(name="mirrorflow-records")
-        runs += [(large, "records", records_frame, _suite_from_doc(gx, doc)) for doc in suites]
-    parameters = {"planned_records": planned_records,
-                  "checked_partitions": sum(1 for v in verdict_list if v.checked)}
-    outcome = {}
-    for source, asset_name, frame, suite in runs:
-        asset = (source.get_asset(asset_name) if asset_name in source.get_asset_names()
-                 else source.add_dataframe_asset(name=asset_name))
-        batch = asset.add_batch_definition_whole_dataframe(f"{suite.name}/{asset_name}")
-        suite = context.suites.add(suite)
-        definition = context.validation_definitions.add(
-            gx.ValidationDefinition(data=batch, suite=suite, name=suite.name))
-        result = definition.run(batch_parameters={"dataframe": frame},
-                                expectation_parameters=parameters,
-                                run_id=gx.RunIdentifier(run_name=run_name))
-        outcome[suite.name] = bool(result.success)
-    return outcome, context
-
-
-def build_docs(context, docs_dir: Path, flow_name: str, run_id: str) -> None:
-    """Render the Data Docs of the suites ``context`` ran into ``docs_dir`` and publish
-    them to the run's reports. A failure is logged: the verdict stands without its HTML."""
-    try:
-        context.build_data_docs(site_names=["run"])
-        reports.publish_docs(flow_name, run_id, docs_dir)
-    except Exception as exc:
-        log.warning("the Data Docs of run %s were not written to %s: %s", run_id,
-                    reports.run_dir(flow_name, run_id), exc)
-
-
 # --------------------------------------------------------------------------- the whole check
 
 
@@ -698,7 +376,7 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
     validation.expectations, context = run_suites(
         verdict_list, validation.checkpoints, validation.verified_records, records,
         suites, docs_dir, run_id)
-    validation.start_docs(context, docs_dir)
+    validation.start_docs(functools.partial(build_docs, context, docs_dir, flow.name, run_id))
     validation.failures = [p for v in verdict_list for p in v.problems()]
     validation.failures += [p for c in validation.checkpoints if (p := c.problem())]
     validation.failures += chain_findings(plan, checks.chains)

@@ -71,7 +71,7 @@ class RemotePartition:
 class Chain:
     """One source partition's chain: every offset of incarnation ``topic_id`` below
     ``next`` is mirrored or inside one of the named ``breaks`` (dicts of
-    :class:`mirrorflow.source.plan.Break`)."""
+    :class:`mirrorflow.source.plan_records.Break`)."""
 
     topic_id: str
     next: int

@@ -17,309 +17,33 @@ start (a ``recreated`` break), never from the old incarnation's position.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from mirrorflow.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirrorflow.config.offset_reset import OffsetReset
-from mirrorflow.errors import DataLossError, MirrorflowError
+from mirrorflow.errors import DataLossError
 from mirrorflow.kafka import clients
-from mirrorflow.kafka.internal_topics import STATE_SEGMENT_MS, CompactedTopic
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.lease import check_held
-from mirrorflow.plain import plain
 from mirrorflow.source import topic_sync
 from mirrorflow.source.history import Chain, HistoryStore
 from mirrorflow.source.offsets import OffsetStore
+from mirrorflow.source.plan_records import (
+    Break,
+    Gap,
+    Plan,
+    PlanError,
+    Range,
+    TopicPart,
+    deal,
+)
+from mirrorflow.source.plan_store import PlanStore
 
 log = logging.getLogger(__name__)
-
-TopicPart = tuple[str, int]
-PENDING_KEY = b"pending"
-KEEP_PLANS = 20
-
-
-class PlanError(MirrorflowError):
-    """The run cannot be planned; the message names the topic, partition or cluster."""
-
-
-class PlanNotPendingError(MirrorflowError):
-    """A step was asked to work on a plan that is no longer the flow's pending plan (a
-    cleared or re-run task of an older run): nothing is done, and the message says who
-    committed or superseded it."""
-
-
-@dataclass(frozen=True)
-class Range:
-    """Upstream offsets [start, end) of one source partition, and where they go."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-    remote_topic: str
-    target_start: int
-    max_message_bytes: int | None = None  # the remote topic's max.message.bytes
-    slot: int = 0  # the write task (and transactional id) that writes it in every attempt
-
-    @property
-    def size(self) -> int:
-        """Offsets in the range (records, plus any gaps of compaction or markers)."""
-        return self.end - self.start
-
-
-def deal(ranges: list[Range], slots: int) -> list[Range]:
-    """The ranges dealt out to ``slots`` write slots, largest first to the least loaded
-    (so a few large ranges get a task each, and many small ones share few). A slot keeps
-    to remote topics of one ``max.message.bytes`` while there is room (its producer
-    batches at the smallest of its topics' limits)."""
-    unset = object()
-    loads, limits = [0] * slots, [unset] * slots
-    out = list(ranges)
-    for i in sorted(range(len(out)), key=lambda i: (-out[i].size, i)):
-        limit = out[i].max_message_bytes
-        fits = [s for s in range(slots) if limits[s] is unset or limits[s] == limit]
-        slot = min(fits or range(slots), key=lambda s: (loads[s], s))
-        limits[slot] = limit if limits[slot] is unset else limits[slot]
-        loads[slot] += out[i].size
-        out[i] = replace(out[i], slot=slot)
-    return out
-
-
-@dataclass(frozen=True)
-class Gap:
-    """Offsets [start, end) that retention removed before they were mirrored."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-
-BREAK_CAUSES = ("new", "recreated", "retention", "reset", "outside")
-
-
-@dataclass(frozen=True)
-class Break:
-    """A named break in a source partition's chain: the chain goes on at offset ``end``
-    of incarnation ``topic_id``; offsets ``[start, end)`` (none when equal) were not
-    mirrored, because of ``cause`` (:data:`BREAK_CAUSES`), which ``detail`` explains."""
-
-    topic: str
-    partition: int
-    cause: str
-    start: int
-    end: int
-    topic_id: str
-    detail: str
-    at_ms: int = 0  # when it was named: a reset or recreation supersedes older checkpoints
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One run's ranges, stored before any record moves, with the topic id of every
-    source topic it covers and the named breaks of their chains."""
-
-    plan_id: str
-    flow: str
-    run_id: str
-    created_ms: int
-    ranges: tuple[Range, ...]
-    gaps: tuple[Gap, ...] = field(default_factory=tuple)
-    topic_ids: dict[str, str] = field(default_factory=dict)
-    breaks: tuple[Break, ...] = field(default_factory=tuple)
-    # How the source was read: its ends are the last stable offsets under read_committed.
-    isolation: str = "read_committed"
-
-    def to_json(self) -> str:
-        return json.dumps(plain(self), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Plan:
-        doc = json.loads(text)
-        return cls(
-            plan_id=doc["plan_id"], flow=doc["flow"], run_id=doc["run_id"],
-            created_ms=doc["created_ms"],
-            ranges=tuple(Range(**r) for r in doc["ranges"]),
-            gaps=tuple(Gap(**g) for g in doc.get("gaps", ())),
-            topic_ids=dict(doc.get("topic_ids", {})),
-            breaks=tuple(Break(**b) for b in doc.get("breaks", ())),
-            isolation=doc.get("isolation", "read_uncommitted"),
-        )
-
-    @property
-    def all_breaks(self) -> list[Break]:
-        """The plan's breaks, retention gaps included, in partition order."""
-        gaps = [Break(g.topic, g.partition, "retention", g.start, g.end,
-                      self.topic_ids.get(g.topic, ""),
-                      "removed by retention or DeleteRecords before they were read")
-                for g in self.gaps]
-        return sorted([*self.breaks, *gaps], key=lambda b: (b.topic, b.partition, b.end))
-
-    def chains_after(self, chains: dict[TopicPart, Chain]) -> dict[TopicPart, Chain]:
-        """The chains of the partitions this plan reads, gaps or breaks, once it is
-        committed: each goes on where the plan leaves it, with the plan's breaks."""
-        ends: dict[TopicPart, tuple[int, str]] = {}
-        found: dict[TopicPart, list[dict]] = {}
-        for b in self.all_breaks:
-            ends[(b.topic, b.partition)] = (b.end, b.topic_id)
-            found.setdefault((b.topic, b.partition), []).append(plain(b))
-        for r in self.ranges:
-            ends[(r.topic, r.partition)] = (r.end, self.topic_ids.get(r.topic, ""))
-        out = {}
-        for tp, (end, topic_id) in ends.items():
-            known = chains.get(tp)
-            out[tp] = Chain(topic_id or (known.topic_id if known else ""), end,
-                            (known.breaks if known else []) + found.get(tp, []))
-        return out
-
-    def restarts(self, tp: TopicPart) -> bool:
-        """Whether the plan restarts the partition's chain (may move it backward)."""
-        return any((b.topic, b.partition) == tp and b.cause in ("recreated", "reset",
-                                                                 "outside")
-                   for b in self.breaks)
-
-    @property
-    def offsets(self) -> int:
-        """Offsets the ranges span (records, plus any compaction holes or markers)."""
-        return sum(r.size for r in self.ranges)
-
-    @property
-    def positions(self) -> dict[TopicPart, int]:
-        """Positions to commit once the plan is mirrored: the last offset of every range,
-        or the last offset of a recorded gap where nothing was left to mirror after it."""
-        positions = {(b.topic, b.partition): b.end - 1 for b in self.breaks
-                     if b.cause == "recreated"}  # the old incarnation's position is void
-        positions.update({(g.topic, g.partition): g.end - 1 for g in self.gaps})
-        positions.update({(r.topic, r.partition): r.end - 1 for r in self.ranges})
-        return positions
-
-
-def plans_topic(source_alias: str) -> str:
-    return f"mirrorflow-plans.{source_alias}.internal"
-
-
-class PlanStore:
-    """Plans and their results, on the target cluster, per source cluster."""
-
-    def __init__(self, config: MirrorConfig, flow: FlowConfig):
-        self.flow = flow.name
-        self.topic = CompactedTopic(config.cluster(flow.target), plans_topic(flow.source), 1,
-                                    flow.get("replication.factor"), STATE_SEGMENT_MS)
-
-    def require_pending(self, plan_id: str) -> None:
-        """Raise :class:`PlanNotPendingError` unless ``plan_id`` is the pending plan, naming
-        the run that committed it or the plan that superseded it."""
-        entries = self.topic.read()
-        pending = entries.get(PENDING_KEY)
-        if pending == plan_id.encode():
-            return
-        committed = entries.get(b"committed/" + plan_id.encode())
-        if committed is not None:
-            by = json.loads(committed).get("run_id", "?")
-            why = f"it was already committed by run {by}"
-        elif pending is not None:
-            newer = entries.get(b"plan/" + pending)
-            made_by = json.loads(newer).get("run_id", "?") if newer else "?"
-            why = f"it was superseded by plan {pending.decode()} (pending, made by run {made_by})"
-        else:
-            why = "it was dropped (a reset, or the plan store was cleared) and nothing is pending"
-        raise PlanNotPendingError(f"plan {plan_id} of flow {self.flow} is not pending: {why}; "
-                                  "nothing was done")
-
-    def pending(self) -> Plan | None:
-        entries = self.topic.read()
-        plan_id = entries.get(PENDING_KEY)
-        if plan_id is None:
-            return None
-        text = entries.get(b"plan/" + plan_id)
-        if text is None:
-            log.warning("%s: pending plan %s has no record; planning anew",
-                        self.topic.topic, plan_id.decode())
-            return None
-        return self._parse(plan_id.decode(), text)
-
-    def _parse(self, plan_id: str, text: bytes) -> Plan:
-        """A stored plan; a malformed one is an error naming it, not a traceback: which
-        records its attempt wrote is unknown, so planning anew could write them twice."""
-        try:
-            return Plan.from_json(text)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise PlanError(
-                f"plan {plan_id!r} in {self.topic.topic} on cluster "
-                f"{self.topic.cluster.alias!r} is malformed ({type(exc).__name__}: {exc}); "
-                f"check the remote topics against the source, then reset the flow's "
-                f"positions (mirrorflow reset) to continue") from None
-
-    def save(self, plan: Plan) -> None:
-        """Store the plan and mark it pending, in that order."""
-        check_held()
-        self.topic.write([(b"plan/" + plan.plan_id.encode(), plan.to_json().encode()),
-                          (PENDING_KEY, plan.plan_id.encode())])
-
-    def load(self, plan_id: str) -> Plan:
-        text = self.topic.read().get(b"plan/" + plan_id.encode())
-        if text is None:
-            raise PlanError(f"plan {plan_id!r} is not in {self.topic.topic} on cluster "
-                            f"{self.topic.cluster.alias!r}")
-        return self._parse(plan_id, text)
-
-    def save_result(self, plan_id: str, result: dict) -> None:
-        check_held()
-        self.topic.write([(b"result/" + plan_id.encode(), json.dumps(result).encode())])
-
-    def save_empty_result(self, plan_id: str) -> None:
-        """The result of a plan with no ranges, stored where no Spark job runs for it."""
-        self.save_result(plan_id, {"plan_id": plan_id, "ranges": []})
-
-    def result(self, plan_id: str) -> dict | None:
-        text = self.topic.read().get(b"result/" + plan_id.encode())
-        return json.loads(text) if text is not None else None
-
-    def save_validation(self, plan_id: str, validation: dict) -> None:
-        self.topic.write([(b"validation/" + plan_id.encode(),
-                           json.dumps(validation).encode())])
-
-    def validation(self, plan_id: str) -> dict | None:
-        text = self.topic.read().get(b"validation/" + plan_id.encode())
-        return json.loads(text) if text is not None else None
-
-    def last_synced(self, kind: str) -> int | None:
-        """When metadata of ``kind`` (configs, acls) was last synced, epoch ms."""
-        text = self.topic.read().get(b"synced/" + kind.encode())
-        return int(text) if text is not None and text.isdigit() else None
-
-    def mark_synced(self, kind: str, at_ms: int) -> None:
-        self.topic.write([(b"synced/" + kind.encode(), str(at_ms).encode())])
-
-    def mark_committed(self, plan: Plan, run_id: str) -> None:
-        """Clear the pending mark (if it is still this plan's), record which run committed
-        the plan, and drop all but the newest plans and results; malformed stored plans
-        are dropped with a warning."""
-        check_held()
-        entries = self.topic.read()
-        stored, malformed = [], []
-        for key, value in entries.items():
-            if key.startswith(b"plan/"):
-                try:
-                    stored.append(Plan.from_json(value))
-                except (ValueError, KeyError, TypeError):
-                    log.warning("%s: malformed record %s dropped", self.topic.topic, key)
-                    malformed.append(key[len(b"plan/"):])
-        stored.sort(key=lambda p: p.created_ms)
-        old = [p.plan_id.encode() for p in stored[:-KEEP_PLANS]] + malformed
-        pending = [(PENDING_KEY, None)] if entries.get(PENDING_KEY) == plan.plan_id.encode() \
-            else []
-        done = json.dumps({"run_id": run_id, "at_ms": int(time.time() * 1000)}).encode()
-        self.topic.write(pending
-                         + [(b"committed/" + plan.plan_id.encode(), done)]
-                         + [(b"plan/" + i, None) for i in old]
-                         + [(prefix + i, None) for i in old
-                            for prefix in (b"result/", b"validation/", b"committed/")])
 
 
 # --------------------------------------------------------------------------- planning

@@ -58,7 +58,7 @@ from mirrorflow.plain import plain
 from mirrorflow.quality.digests import RangeDigest, restamp
 from mirrorflow.quality.sync_check import shifted
 from mirrorflow.source import ledger
-from mirrorflow.source.plan import plans_topic
+from mirrorflow.source.plan_store import plans_topic
 from mirrorflow.source.write_stats import AgeStats, TimestampStats
 
 log = logging.getLogger(__name__)

@@ -22,10 +22,11 @@ from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.lease import FlowLease
-from mirrorflow.source.plan import Plan, PlanNotPendingError, PlanStore
+from mirrorflow.source.plan_records import Plan, PlanNotPendingError
+from mirrorflow.source.plan_store import PlanStore
 
 if TYPE_CHECKING:
-    from mirrorflow.quality.validate import Validation
+    from mirrorflow.quality.verdicts import Validation
 
 RESULT_MARKER = "MIRRORFLOW_RESULT "
 VALIDATION_MARKER = "MIRRORFLOW_VALIDATION "

@@ -26,7 +26,8 @@ from mirrorflow.schema.mapping import IdMapping, MappingKey
 from mirrorflow.schema.transfer import IdMapper
 from mirrorflow.source import ledger
 from mirrorflow.source.history import merge_spans
-from mirrorflow.source.plan import Plan, PlanStore
+from mirrorflow.source.plan_records import Plan
+from mirrorflow.source.plan_store import PlanStore
 from mirrorflow.source.writer import SlotWriter, WriteTask
 from mirrorflow.spark.kafka_source import for_writer, read_ranges
 

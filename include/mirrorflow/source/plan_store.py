@@ -1,0 +1,144 @@
+"""Plans and their results, stored on the target cluster in the compacted topic
+``mirrorflow-plans.{source}.internal``: the pending mark, each plan, its result and
+validation, which run committed it, when metadata was last synced (and, written by the
+write tasks, a schema transfer's id mappings: :mod:`mirrorflow.schema.mapping`). Every
+write is fenced by the flow's lease."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from mirrorflow.config.model import FlowConfig, MirrorConfig
+from mirrorflow.kafka.internal_topics import STATE_SEGMENT_MS, CompactedTopic
+from mirrorflow.lease import check_held
+from mirrorflow.source.plan_records import Plan, PlanError, PlanNotPendingError
+
+log = logging.getLogger(__name__)
+
+PENDING_KEY = b"pending"
+KEEP_PLANS = 20
+
+
+def plans_topic(source_alias: str) -> str:
+    return f"mirrorflow-plans.{source_alias}.internal"
+
+
+class PlanStore:
+    """Plans and their results, on the target cluster, per source cluster."""
+
+    def __init__(self, config: MirrorConfig, flow: FlowConfig):
+        self.flow = flow.name
+        self.topic = CompactedTopic(config.cluster(flow.target), plans_topic(flow.source), 1,
+                                    flow.get("replication.factor"), STATE_SEGMENT_MS)
+
+    def require_pending(self, plan_id: str) -> None:
+        """Raise :class:`PlanNotPendingError` unless ``plan_id`` is the pending plan, naming
+        the run that committed it or the plan that superseded it."""
+        entries = self.topic.read()
+        pending = entries.get(PENDING_KEY)
+        if pending == plan_id.encode():
+            return
+        committed = entries.get(b"committed/" + plan_id.encode())
+        if committed is not None:
+            by = json.loads(committed).get("run_id", "?")
+            why = f"it was already committed by run {by}"
+        elif pending is not None:
+            newer = entries.get(b"plan/" + pending)
+            made_by = json.loads(newer).get("run_id", "?") if newer else "?"
+            why = f"it was superseded by plan {pending.decode()} (pending, made by run {made_by})"
+        else:
+            why = "it was dropped (a reset, or the plan store was cleared) and nothing is pending"
+        raise PlanNotPendingError(f"plan {plan_id} of flow {self.flow} is not pending: {why}; "
+                                  "nothing was done")
+
+    def pending(self) -> Plan | None:
+        entries = self.topic.read()
+        plan_id = entries.get(PENDING_KEY)
+        if plan_id is None:
+            return None
+        text = entries.get(b"plan/" + plan_id)
+        if text is None:
+            log.warning("%s: pending plan %s has no record; planning anew",
+                        self.topic.topic, plan_id.decode())
+            return None
+        return self._parse(plan_id.decode(), text)
+
+    def _parse(self, plan_id: str, text: bytes) -> Plan:
+        """A stored plan; a malformed one is an error naming it, not a traceback: which
+        records its attempt wrote is unknown, so planning anew could write them twice."""
+        try:
+            return Plan.from_json(text)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PlanError(
+                f"plan {plan_id!r} in {self.topic.topic} on cluster "
+                f"{self.topic.cluster.alias!r} is malformed ({type(exc).__name__}: {exc}); "
+                f"check the remote topics against the source, then reset the flow's "
+                f"positions (mirrorflow reset) to continue") from None
+
+    def save(self, plan: Plan) -> None:
+        """Store the plan and mark it pending, in that order."""
+        check_held()
+        self.topic.write([(b"plan/" + plan.plan_id.encode(), plan.to_json().encode()),
+                          (PENDING_KEY, plan.plan_id.encode())])
+
+    def load(self, plan_id: str) -> Plan:
+        text = self.topic.read().get(b"plan/" + plan_id.encode())
+        if text is None:
+            raise PlanError(f"plan {plan_id!r} is not in {self.topic.topic} on cluster "
+                            f"{self.topic.cluster.alias!r}")
+        return self._parse(plan_id, text)
+
+    def save_result(self, plan_id: str, result: dict) -> None:
+        check_held()
+        self.topic.write([(b"result/" + plan_id.encode(), json.dumps(result).encode())])
+
+    def save_empty_result(self, plan_id: str) -> None:
+        """The result of a plan with no ranges, stored where no Spark job runs for it."""
+        self.save_result(plan_id, {"plan_id": plan_id, "ranges": []})
+
+    def result(self, plan_id: str) -> dict | None:
+        text = self.topic.read().get(b"result/" + plan_id.encode())
+        return json.loads(text) if text is not None else None
+
+    def save_validation(self, plan_id: str, validation: dict) -> None:
+        self.topic.write([(b"validation/" + plan_id.encode(),
+                           json.dumps(validation).encode())])
+
+    def validation(self, plan_id: str) -> dict | None:
+        text = self.topic.read().get(b"validation/" + plan_id.encode())
+        return json.loads(text) if text is not None else None
+
+    def last_synced(self, kind: str) -> int | None:
+        """When metadata of ``kind`` (configs, acls) was last synced, epoch ms."""
+        text = self.topic.read().get(b"synced/" + kind.encode())
+        return int(text) if text is not None and text.isdigit() else None
+
+    def mark_synced(self, kind: str, at_ms: int) -> None:
+        self.topic.write([(b"synced/" + kind.encode(), str(at_ms).encode())])
+
+    def mark_committed(self, plan: Plan, run_id: str) -> None:
+        """Clear the pending mark (if it is still this plan's), record which run committed
+        the plan, and drop all but the newest plans and results; malformed stored plans
+        are dropped with a warning."""
+        check_held()
+        entries = self.topic.read()
+        stored, malformed = [], []
+        for key, value in entries.items():
+            if key.startswith(b"plan/"):
+                try:
+                    stored.append(Plan.from_json(value))
+                except (ValueError, KeyError, TypeError):
+                    log.warning("%s: malformed record %s dropped", self.topic.topic, key)
+                    malformed.append(key[len(b"plan/"):])
+        stored.sort(key=lambda p: p.created_ms)
+        old = [p.plan_id.encode() for p in stored[:-KEEP_PLANS]] + malformed
+        pending = [(PENDING_KEY, None)] if entries.get(PENDING_KEY) == plan.plan_id.encode() \
+            else []
+        done = json.dumps({"run_id": run_id, "at_ms": int(time.time() * 1000)}).encode()
+        self.topic.write(pending
+                         + [(b"committed/" + plan.plan_id.encode(), done)]
+                         + [(b"plan/" + i, None) for i in old]
+                         + [(prefix + i, None) for i in old
+                            for prefix in (b"result/", b"validation/", b"committed/")])
