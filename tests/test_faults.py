@@ -29,7 +29,7 @@ from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan import plan_run
 from mirrorflow.source.plan_records import PlanError
 from mirrorflow.source.plan_store import PlanStore
-from mirrorflow.source.writer import WriteError
+from mirrorflow.source.write_task import WriteError
 from mirrorflow.spark.mirror import SourceTopicGoneError, mirror
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]

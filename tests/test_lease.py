@@ -117,7 +117,7 @@ def test_a_release_landing_after_a_waiters_claim_makes_it_claim_again(
 def test_a_lapsed_holder_commits_nothing(two_clusters: dict[str, str], tmp_path: Path) -> None:
     """A holder whose renewals stop (a paused process) lapses; another run takes the flow;
     the lapsed holder's next commit fails before it writes anything."""
-    from mirrorflow.lease import LeaseLostError
+    from mirrorflow.state_fence import LeaseLostError
     from mirrorflow.source.offsets import OffsetStore
 
     config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
@@ -189,7 +189,7 @@ def test_a_state_write_fenced_by_a_sibling_fences_again_and_logs_no_error(
     from confluent_kafka import Producer
 
     from mirrorflow.kafka.internal_topics import CompactedTopic
-    from mirrorflow.lease import state_transactional_id
+    from mirrorflow.state_fence import state_transactional_id
 
     config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
                                      "a->b.enabled = true"))

@@ -199,7 +199,8 @@ def interrupt_a_plan(config, flow_name: str, records: list, written: int) -> Non
 
     from mirrorflow.source import ledger
     from mirrorflow.source.plan import plan_run
-    from mirrorflow.source.writer import SlotWriter, WriteTask
+    from mirrorflow.source.write_task import WriteTask
+    from mirrorflow.source.writer import SlotWriter
 
     plan, _ = plan_run(config, config.flow(flow_name), "interrupted")
     source, target = flow_name.split("->")

@@ -15,7 +15,8 @@ from mirrorflow.config.loader import parse_config
 from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.source import ledger
-from mirrorflow.source.writer import SlotWriter, WriteError, WriteTask
+from mirrorflow.source.write_task import WriteError, WriteTask
+from mirrorflow.source.writer import SlotWriter
 
 pytestmark = pytest.mark.broker
 

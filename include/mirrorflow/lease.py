@@ -58,66 +58,32 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from mirrorflow.config.model import ClusterConfig, FlowConfig, MirrorConfig
+from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.internal_topics import (
-    STATE_PRODUCER,
     STATE_SEGMENT_MS,
     CompactedTopic,
-    Headers,
-    InternalTopicError,
-    Records,
-    await_readable,
     fenced_by,
     incremental_reads,
     read_log,
     unfenced,
 )
 from mirrorflow.plain import plain
+from mirrorflow.state_fence import LeaseLostError, StateFence
 
 log = logging.getLogger(__name__)
 
-
-class _HandledFencing(logging.Filter):
-    """librdkafka logs a fenced transactional producer as an error (``FATAL``,
-    ``TXNERR``, ``ADDPARTS``). The state producer is fenced whenever another process of
-    the run takes the flow's state id (a DAG run's next task, the Spark job's driver), and
-    :meth:`StateFence.write` handles it: it fences again, or fails with
-    :class:`LeaseLostError` if the lease was lost. Those lines are logged at INFO, so that
-    an operator's log shows an error only where mirrorflow raises one."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno > logging.INFO and any(
-                cue in record.getMessage() for cue in ("fenced by a newer instance",
-                                                       "old epoch")):
-            record.levelno, record.levelname = logging.INFO, "INFO"
-        return True
-
-
-STATE_LOG = logging.getLogger("mirrorflow.librdkafka.state")
-STATE_LOG.addFilter(_HandledFencing())
 
 LEASES_TOPIC = "mirrorflow-leases.internal"
 RETENTION_MS = 24 * 3600 * 1000
 POLL_S = 1.0
 RUN_HOLDER = "run"  # the holder a DAG run's claim adds, kept between its tasks
-FENCE_ATTEMPTS = 5
-FENCE_TIMEOUT_S = 30.0
 _HELD: contextvars.ContextVar[FlowLease | None] = contextvars.ContextVar("lease", default=None)
 
 
 class LeaseHeldError(MirrorflowError):
     """Another run holds the flow; nothing was done."""
-
-
-class LeaseLostError(MirrorflowError):
-    """This holder's lease lapsed: another run may hold the flow now; nothing more is
-    committed."""
-
-
-class TransactionsRefusedError(MirrorflowError):
-    """exactly.once.support = required, and the target refuses the flow's transactions."""
 
 
 @dataclass(frozen=True)
@@ -168,139 +134,6 @@ def holder(records: Iterable[LeaseRecord]) -> LeaseState | None:
         elif state.owner == record.owner:
             state.holders[record.holder] = record.until_ms
     return state
-
-
-def state_transactional_id(flow_name: str) -> str:
-    """The one transactional id of a flow's state writes, per cluster: each new holder's
-    ``init_transactions`` fences every earlier holder's producer."""
-    return f"mirrorflow|{flow_name}|state"
-
-
-class StateFence:
-    """A holder's transactional producer for the flow's state writes on its target (see
-    the module's note). ``verify`` raises :class:`LeaseLostError` unless the holder still
-    holds the flow; it is called after every (re)initialisation."""
-
-    def __init__(self, flow_name: str, target: ClusterConfig, verify,
-                 exactly_once: str = "requested") -> None:
-        self.flow = flow_name
-        self.target = target
-        self.verify = verify
-        self.exactly_once = exactly_once
-        self._producer = None
-        # Why state writes go unfenced: the target refuses the flow's transactions and
-        # exactly.once.support is 'requested' (each write is still lease-checked).
-        self.refused: str | None = None
-
-    def open(self) -> None:
-        """Fence every earlier holder, then verify."""
-        self._producer = self._init()
-        self.verify()
-
-    def close(self) -> None:
-        """Purge and drop the producer: a write cut short leaves nothing queued to land
-        later (see ``SlotWriter.release``)."""
-        if self._producer is not None:
-            self._producer.purge()
-            self._producer = None
-
-    def _init(self):
-        from confluent_kafka import KafkaException, Producer
-
-        where = f"cluster {self.target.alias!r}, the state producer of flow {self.flow}"
-        producer = clients.new_client(Producer, clients.client_config(
-            self.target, "producer", **{**STATE_PRODUCER,
-                                        "transactional.id": state_transactional_id(self.flow),
-                                        "acks": "all", "linger.ms": 0,
-                                        "partitioner": "murmur2_random",
-                                        "logger": STATE_LOG}), where)
-        try:
-            producer.init_transactions(FENCE_TIMEOUT_S)
-        except KafkaException as exc:
-            if not clients.refuses_transactions(exc.args[0]):
-                raise LeaseLostError(f"flow {self.flow}: cannot fence earlier holders on "
-                                     f"cluster {self.target.alias!r}: {exc.args[0].str()}"
-                                     ) from None
-            reason = (f"cluster {self.target.alias!r} refuses the flow's transactions "
-                      f"({state_transactional_id(self.flow)}: {exc.args[0].str()})")
-            if self.exactly_once == "required":
-                raise TransactionsRefusedError(
-                    f"flow {self.flow}: exactly.once.support = required, but {reason}; grant "
-                    "WRITE and DESCRIBE on the TransactionalId prefix 'mirrorflow|' "
-                    "(docs/security.md)") from None
-            log.warning("flow %s: %s; state writes are lease-checked, not fenced, and "
-                        "records are written at-least-once (exactly.once.support = "
-                        "requested)", self.flow, reason)
-            self.refused = reason
-            return None
-        return producer
-
-    def write(self, topic: CompactedTopic, records: Records, timeout: float,
-              headers: Headers = None) -> None:
-        """Write ``records`` to ``topic`` in one transaction of the flow's id; a fenced
-        producer is initialised again (and the lease verified) before a new attempt.
-        Writes to another cluster (offset syncs on the source) are not fenced."""
-        from confluent_kafka import KafkaException
-
-        if topic.cluster.alias != self.target.alias or self._producer is None:
-            topic.write_unfenced(records, timeout, headers)
-            return
-        refused = None  # the last error of a write the broker refused, not a fencing
-        for _ in range(FENCE_ATTEMPTS):
-            if self._producer is None:  # initialised again, and refused: unfenced
-                topic.write_unfenced(records, timeout, headers)
-                return
-            ends: dict[int, int] = {}  # partition -> offset after its last record
-
-            def landed(err, msg, ends=ends) -> None:
-                if err is None:
-                    ends[msg.partition()] = max(ends.get(msg.partition(), 0), msg.offset() + 1)
-
-            try:
-                self._producer.begin_transaction()
-                for key, value in records:
-                    self._producer.produce(topic.topic, key=key, value=value, headers=headers,
-                                           on_delivery=landed)
-                self._producer.commit_transaction(timeout)
-                self._producer.poll(0)  # the delivery reports of what the commit flushed
-                await_readable(topic.cluster, topic.topic, ends, timeout)
-                return
-            except KafkaException as exc:
-                error = exc.args[0]
-                if _fenced(error):
-                    # Fenced by a newer producer of the flow's id (another holder, or a
-                    # sibling task of this run): only a holder that still holds goes on.
-                    log.info("flow %s: state write to %s fenced (%s); fencing again",
-                             self.flow, topic.topic, error.str())
-                    self._producer = self._init()
-                    self.verify()
-                    refused = None
-                    continue
-                refused = error
-                try:
-                    self._producer.abort_transaction(timeout)
-                except KafkaException:  # a state abort cannot leave: start over, fenced
-                    self._producer = self._init()
-                    self.verify()
-                if not (error.txn_requires_abort() or error.retriable()):
-                    break  # refused before it was sent (e.g. a record too large)
-        if refused is not None:
-            raise InternalTopicError(
-                f"flow {self.flow}: writing {topic.topic} on cluster {self.target.alias!r} "
-                f"failed: {refused.str()}; nothing of it was written") from None
-        raise LeaseLostError(f"flow {self.flow}: a write to {topic.topic} on cluster "
-                             f"{self.target.alias!r} was fenced {FENCE_ATTEMPTS} times in a "
-                             "row; another holder keeps taking the flow, so nothing more is "
-                             "written")
-
-
-def _fenced(error) -> bool:
-    """Whether a KafkaError says a newer producer of the transactional id fenced this one
-    (librdkafka makes that fatal)."""
-    from confluent_kafka import KafkaError
-
-    return error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
-                                             KafkaError.INVALID_PRODUCER_EPOCH)
 
 
 class FlowLease:

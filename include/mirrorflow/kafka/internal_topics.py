@@ -5,7 +5,7 @@ mirrorflow and by MirrorMaker 2 for the same key land in the same partition and
 compaction keeps only the newest.
 
 Writes made while a flow's lease is held go through that lease's fence
-(:class:`mirrorflow.lease.StateFence`, installed with :func:`fenced_by`): transactions of
+(:class:`mirrorflow.state_fence.StateFence`, installed with :func:`fenced_by`): transactions of
 the flow's own ``transactional.id``, so a holder that lost the flow can write nothing.
 Reads are ``read_committed``: a fenced holder's aborted records are never seen.
 """

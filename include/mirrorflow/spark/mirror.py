@@ -28,7 +28,8 @@ from mirrorflow.source import ledger
 from mirrorflow.source.history import merge_spans
 from mirrorflow.source.plan_records import Plan
 from mirrorflow.source.plan_store import PlanStore
-from mirrorflow.source.writer import SlotWriter, WriteTask
+from mirrorflow.source.write_task import WriteTask
+from mirrorflow.source.writer import SlotWriter
 from mirrorflow.spark.kafka_source import for_writer, read_ranges
 
 log = logging.getLogger(__name__)
@@ -196,15 +197,17 @@ def worker_error(exc: Exception) -> MirrorflowError:
     """The error a write task raised, as a mirrorflow error with its own one-line message
     (Spark wraps it in a Java exception with the worker's traceback); anything else is a
     :class:`MirrorJobError` quoting Spark's first line."""
+    from mirrorflow import errors
     from mirrorflow.schema import registries
-    from mirrorflow.source import writer
+    from mirrorflow.source import write_task
 
     found = _RAISED.findall(str(exc))
     if found:
         name, message = found[-1]
-        kind = getattr(writer, name, None) or getattr(registries, name, None)
+        kind = next((getattr(m, name) for m in (write_task, registries, errors)
+                     if hasattr(m, name)), None)
         kind = kind if isinstance(kind, type) and issubclass(kind, MirrorflowError) \
-            else writer.WriteError
+            else write_task.WriteError
         return kind(message.strip())
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return MirrorJobError(f"the mirror's Spark job failed: {first}")
