@@ -117,8 +117,8 @@ def test_a_release_landing_after_a_waiters_claim_makes_it_claim_again(
 def test_a_lapsed_holder_commits_nothing(two_clusters: dict[str, str], tmp_path: Path) -> None:
     """A holder whose renewals stop (a paused process) lapses; another run takes the flow;
     the lapsed holder's next commit fails before it writes anything."""
-    from mirrorflow.state_fence import LeaseLostError
     from mirrorflow.source.offsets import OffsetStore
+    from mirrorflow.state_fence import LeaseLostError
 
     config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
                                      "a->b.enabled = true",

@@ -365,8 +365,8 @@ def test_without_transactional_id_grants_a_run_says_it_was_at_least_once(
 
     from mirrorflow.airflow import status
     from mirrorflow.cli import main
-    from mirrorflow.state_fence import TransactionsRefusedError
     from mirrorflow.quality import metrics, reports
+    from mirrorflow.state_fence import TransactionsRefusedError
 
     brokers, ca = secure
     a, b = brokers["a"].bootstrap, brokers["b"].bootstrap
