@@ -290,7 +290,7 @@ class LocalRegistry:
                                                 "store": self.store})
         self.server = ThreadingHTTPServer((self.host, self.port), handler)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True,
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True,
                          name=f"schema registry :{self.server.server_address[1]}").start()
         return self
 
