@@ -21,6 +21,7 @@ from helpers.kafka import config_file, create_topic, produce, read_as_group, rea
 from mirrorflow.checkpoint.remote import translate_offsets
 from mirrorflow.config.loader import load_config
 from mirrorflow.dev.schema_registry import LocalRegistry
+from mirrorflow.operations import reset_positions
 from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle
 from mirrorflow.schema import mapping
@@ -214,7 +215,7 @@ def test_headers_dropped_keys_kept_and_a_mapping_that_no_longer_holds_is_caught(
     compares them so; ``transfer.message.keys = false`` copies plain keys as they are. A
     stored mapping whose target id no longer names the source's schema (a target
     registry replaced under the flow) fails the proof, naming the ids, before anything
-    is committed."""
+    is committed; a reset repairs it."""
     a, b = two_clusters["a"], two_clusters["b"]
     east, west = registries
     create_topic(a, "orders", 1)
@@ -248,6 +249,15 @@ def test_headers_dropped_keys_kept_and_a_mapping_that_no_longer_holds_is_caught(
             f"'a.orders-value') is not the source registry's schema id {v2.source_id}: the "
             "stored mapping no longer holds") in str(caught.value)
     assert OffsetStore(config.cluster("b"), "a", 1).positions()[("orders", 0)] == 29
+
+    # The documented repair: a reset forgets the stored mappings; the next run registers
+    # its schemas again and proves its records.
+    reset_positions(config, config.flow("a->b"), "latest", run_id="operator")
+    assert mapping.stored(store.topic.read()) == {}
+    produce(a, "orders", records[25:], 1)
+    repaired = run_cycle(path, "a->b", spark=spark)
+    assert reports.read("a->b", repaired.run_id)["validation"]["success"] is True
+    assert mapping.stored(store.topic.read())[v2.ident].target_id == v2.target_id
 
 
 def test_the_schemas_demo_config_runs_with_its_local_registries(

@@ -2,11 +2,11 @@
 
 A reset rewrites the offset store for the flow's source partitions, starts each
 partition's chain anew there with a named ``reset`` break (mode, offsets skipped or
-repeated, the run that asked), and drops a pending plan, so the next run plans from the
-new positions. Heartbeat topics keep theirs (see :func:`reset_starts`). Resetting to
-earliest mirrors again
-what is already on the target: it is meant for rebuilding a target, and the DAG and CLI
-ask for an explicit confirmation.
+repeated, the run that asked), and drops a pending plan and a schema transfer's stored
+id mappings, so the next run plans from the new positions. Heartbeat topics keep theirs
+(see :func:`reset_starts`). Resetting to earliest mirrors again what is already on the
+target: it is meant for rebuilding a target, and the DAG and CLI ask for an explicit
+confirmation.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.plain import plain
+from mirrorflow.schema import mapping
 from mirrorflow.source.history import Chain, HistoryStore
 from mirrorflow.source.ledger import keep_written
 from mirrorflow.source.offsets import OffsetStore
@@ -97,7 +98,8 @@ def reset_positions(config: MirrorConfig, flow: FlowConfig, mode: str,
                                            (known.breaks if known else []) + [plain(found)])
     history.write([], {}, breaks)
     plans = PlanStore(config, flow)
-    pending = plans.topic.read().get(PENDING_KEY)  # the id only: the plan may be damaged
+    entries = plans.topic.read()
+    pending = entries.get(PENDING_KEY)  # the id only: the plan may be damaged
     if pending:
         kept = keep_written(target, flow.source, pending.decode(),
                             flow.get("replication.factor"))
@@ -112,7 +114,11 @@ def reset_positions(config: MirrorConfig, flow: FlowConfig, mode: str,
             history.write([], {}, {tp: Chain(chains[tp].topic_id, last + 1, chains[tp].breaks)
                                    for tp, last in on.items() if tp in chains})
             store.commit(on)
-    plans.topic.write([(PENDING_KEY, None)])
+    # A schema transfer's stored mappings go too: a reset is how a target is rebuilt (a
+    # target registry replaced under the flow among the causes), and the next run
+    # registers its schemas again (a registry that still holds them answers the same ids).
+    plans.topic.write([(PENDING_KEY, None)]
+                      + [(key, None) for key in entries if key.startswith(mapping.PREFIX)])
     return ResetResult(mode, {f"{t}[{p}]": s for (t, p), s in sorted(starts.items())})
 
 
