@@ -280,3 +280,28 @@ def test_user_info_is_a_secret_resolved_by_its_provider_and_never_shown(
     assert str(silent.value).startswith("the source schema registry at http://127.0.0.1:1 "
                                         "does not answer (schema id 1): ")
     assert "pw-1c2" not in str(silent.value) and "alice" not in str(silent.value)
+
+
+def test_sasl_inherit_logs_in_to_the_registry_as_the_clusters_sasl_user() -> None:
+    """``SASL_INHERIT``: the registry's basic auth is the cluster's SASL login (here from
+    a JAAS line, as MM2 files carry it); ``schema.capacity`` sizes the client's cache."""
+    with LocalRegistry(first_id=1, user_info="mirror:jaas-pw-5") as east, \
+            LocalRegistry(first_id=1000) as west:
+        v1 = SchemaRegistryClient({"url": east.url, "basic.auth.user.info": "mirror:jaas-pw-5"}
+                                  ).register_schema("orders-value", Schema(json.dumps(ORDER),
+                                                                           "AVRO"))
+        sasl = ("a.security.protocol = SASL_PLAINTEXT\na.sasl.mechanism = PLAIN\n"
+                "a.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule "
+                'required username="mirror" password="jaas-pw-5";\n')
+        config = parse_config(config_text(transfer_lines(
+            east.url, west.url, "a->b.transforms.T.src.basic.auth.credentials.source = "
+                                "SASL_INHERIT\na->b.transforms.T.schema.capacity = 7\n"), sasl))
+        flow = config.flow("a->b")
+        m = IdMapper(flow.schema_transfer, flow.name, config.cluster("a"), config.cluster("b"),
+                     {}, flow.policy().is_heartbeats_topic)
+        assert m.source._conf["cache.capacity"] == 7
+        out, _ = m.apply(batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
+        assert out.column("value")[0].as_py() == wire_record(1000, b"")
+        # Every request carried the cluster's login: a 401 would have failed the mapping.
+        assert east.registry.requests[-2:] == [f"GET /schemas/ids/{v1}",
+                                               "GET /config/orders-value"]
