@@ -90,7 +90,7 @@ class IdMapper:
             f"source {topic}[{partition}] offset {offset}: the record's {part} is not in "
             f"Confluent's wire format ({why}), so the schema registry transfer "
             f"{self.transfer.name!r} of flow {self.flow_name} cannot map its schema id; "
-            f"nothing of the run's transaction was committed"
+            f"nothing from it on is written and the flow's positions stay where they were"
             + (" (set transfer.message.keys = false to copy keys as they are)"
                if part == "key" else ""))
 
