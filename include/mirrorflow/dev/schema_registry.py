@@ -212,7 +212,8 @@ def serve(registry: Registry, method: str, path: str, body: dict, store: Path | 
             groups = [match[0], *(unquote(g) for g in match.groups())]
             with registry.lock:
                 answer = action(registry, groups, body)
-                if store is not None and (method == "PUT" or path.endswith("/versions")):
+                changed = method == "PUT" or (method == "POST" and path.endswith("/versions"))
+                if store is not None and changed:
                     with store.open("a") as out:
                         out.write(json.dumps([method, path, body]) + "\n")
             return answer
