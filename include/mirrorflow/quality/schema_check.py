@@ -11,7 +11,7 @@ import re
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.schema.mapping import IdMapping, MappingKey
-from mirrorflow.schema.registries import Registry
+from mirrorflow.schema.registries import registries
 
 
 def canonical(schema) -> tuple:
@@ -43,8 +43,8 @@ def check(config: MirrorConfig, flow: FlowConfig, result: dict,
           stored: dict[MappingKey, IdMapping]) -> tuple[list[dict], list[str]]:
     """(the report's rows: one per mapping the run used, the failures found)."""
     transfer = flow.schema_transfer
-    source = Registry(transfer.source, config.cluster(flow.source), "source", transfer.capacity)
-    target = Registry(transfer.target, config.cluster(flow.target), "target", transfer.capacity)
+    source, target = registries(transfer, config.cluster(flow.source),
+                                config.cluster(flow.target))
     rows, failures = [], []
     for key in sorted(used_mappings(result, stored)):
         found = stored.get(key)

@@ -9,7 +9,7 @@ from typing import Any
 
 from mirrorflow.config.model import ClusterConfig
 from mirrorflow.config.secrets import resolve
-from mirrorflow.config.transforms import RegistrySide
+from mirrorflow.config.transforms import RegistrySide, SchemaTransfer
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 
@@ -111,6 +111,13 @@ class Registry:
         what = f"the schema of source id {source_id} under subject {subject!r}"
         self.call(what, "register_schema", subject, schema)
         return self.call(what, "lookup_schema", subject, schema)
+
+
+def registries(transfer: SchemaTransfer, source: ClusterConfig,
+               target: ClusterConfig) -> tuple[Registry, Registry]:
+    """A flow's two registries: the transfer's source and target sides."""
+    return (Registry(transfer.source, source, "source", transfer.capacity),
+            Registry(transfer.target, target, "target", transfer.capacity))
 
 
 class RegistryRefusedError(SchemaTransferError):

@@ -22,7 +22,7 @@ from mirrorflow.config.model import ClusterConfig
 from mirrorflow.config.transforms import SchemaTransfer
 from mirrorflow.schema import subjects, wire
 from mirrorflow.schema.mapping import IdMapping, MappingKey
-from mirrorflow.schema.registries import Registry, SchemaTransferError
+from mirrorflow.schema.registries import SchemaTransferError, registries
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,7 @@ class IdMapper:
                  target: ClusterConfig, known: dict[MappingKey, IdMapping],
                  exempt: Callable[[str], bool], plan_id: str = ""):
         self.transfer, self.flow_name = transfer, flow_name
-        self.source = Registry(transfer.source, source, "source", transfer.capacity)
-        self.target = Registry(transfer.target, target, "target", transfer.capacity)
+        self.source, self.target = registries(transfer, source, target)
         self.known = dict(known)
         if plan_id not in _MADE:
             _MADE.clear()
