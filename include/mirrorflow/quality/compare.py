@@ -241,10 +241,10 @@ def _newest_per_key(F, records, compacted: set[str]):
 def _with_ids(F, frame, maps: dict[str, dict[tuple[str, int], int]], topic_of=None):
     """``frame`` with the schema ids of its keys and values rewritten by ``maps`` (per
     part, keyed (remote topic, id); ``topic_of``: a record's topic -> its remote topic)."""
+    source_of = {remote: topic for topic, remote in (topic_of or {}).items()}
     for part, table in maps.items():
         if table:
             if topic_of:  # source records: key the table by source topic
-                source_of = {remote: topic for topic, remote in topic_of.items()}
                 table = {(source_of[t], i): v for (t, i), v in table.items() if t in source_of}
             frame = frame.withColumn(part, rewrite_sql(F, part, "topic", table))
     return frame

@@ -34,8 +34,8 @@ def record_digest(F, with_timestamp, timestamp=None, headers: bool = True):
     XXH64's ``hashLong`` of the timestamp seeded with the digest without it
     (:func:`with_timestamps`). Without ``headers`` (a source record whose headers the
     schema transfer drops), the record is hashed as if it had none."""
-    has = F.col("headers").isNull() if headers else F.lit(True)
-    flags = [F.col("key").isNull(), F.col("value").isNull(), has]
+    no_headers = F.col("headers").isNull() if headers else F.lit(True)
+    flags = [F.col("key").isNull(), F.col("value").isNull(), no_headers]
     headers = F.to_json("headers") if headers else F.lit(None).cast("string")
     stamp = F.col("timestamp") if timestamp is None else timestamp
     return F.when(with_timestamp,

@@ -57,6 +57,7 @@ from mirrorflow.quality.sync_check import range_findings
 from mirrorflow.quality.verdicts import (
     CheckpointVerdict,
     PartitionVerdict,
+    TopicPart,
     Validation,
 )
 from mirrorflow.schema import mapping
@@ -67,7 +68,6 @@ from mirrorflow.source.plan_store import PlanStore
 
 log = logging.getLogger(__name__)
 
-TopicPart = tuple[str, int]
 # --------------------------------------------------------------------------- choosing ranges
 
 
