@@ -10,10 +10,8 @@ exactly the configured address; its log and PID file are in the state directory.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from mirrorflow.dev.processes import terminate
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.spark.session import SPARK_CONF, connector_jars, is_connect, is_loopback
 from mirrorflow.spark.submit import spark_submit_binary
@@ -142,13 +141,5 @@ def stop(server: ConnectServer, timeout: float = 30.0) -> bool:
     server.pid_file.unlink(missing_ok=True)
     if pid is None:
         return False
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+    terminate(pid, timeout, Path(f"/proc/{pid}").exists, group=True)
     return True

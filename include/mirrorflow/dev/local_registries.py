@@ -7,9 +7,6 @@ rewrite an id would be caught), its schemas kept in the state directory across r
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,6 +16,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from mirrorflow.config.model import MirrorConfig
+from mirrorflow.dev.processes import terminate
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.spark.session import is_loopback
 
@@ -111,11 +109,5 @@ def stop(registry: RegistryProcess) -> bool:
     registry._file("pid").unlink(missing_ok=True)
     if pid is None:
         return False
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.05)
+    terminate(pid, 10.0, Path(f"/proc/{pid}").exists)
     return True

@@ -15,8 +15,6 @@ The jars come from ``jvm/pom.xml``'s ``broker`` classpath (:mod:`mirrorflow.jvm`
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import socket
 import subprocess
 import time
@@ -26,6 +24,7 @@ from pathlib import Path
 
 from mirrorflow import jvm
 from mirrorflow.config.model import ClusterConfig, MirrorConfig
+from mirrorflow.dev.processes import terminate
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.spark.session import is_loopback
 
@@ -256,23 +255,8 @@ def stop(broker: LocalBroker, timeout: float = 30.0) -> bool:
     broker.pid_file.unlink(missing_ok=True)
     if pid is None:
         return False
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and broker._is_ours(pid):
-        _reap(pid)
-        time.sleep(0.05)
-    if broker._is_ours(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    _reap(pid)
+    terminate(pid, timeout, lambda: broker._is_ours(pid))
     return True
-
-
-def _reap(pid: int) -> None:
-    """Collect a child's exit status so it does not linger as a zombie."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 def connect_servers(config: MirrorConfig, state_dir: Path) -> list:
