@@ -17,6 +17,7 @@ Every mirrorflow run is proven (the run fails otherwise) and counted.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from pathlib import Path
@@ -25,12 +26,13 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from mirrorflow.dev.local_mm2 import MirrorMaker
+from mirrorflow.kafka.clients import SPARSE_OFF
 
 PARTITIONS = 4
 
 
 def create_topics(bootstrap: str, names: list[str], partitions: int = PARTITIONS) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **SPARSE_OFF})
     for start in range(0, len(names), 500):
         futures = admin.create_topics([NewTopic(n, partitions, 1)
                                        for n in names[start:start + 500]],
@@ -61,7 +63,7 @@ def trickle(bootstrap: str, names: list[str], each: int,
         if err is not None:
             failed.append(err.str())
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+    producer = Producer({"bootstrap.servers": bootstrap, **SPARSE_OFF, "linger.ms": 20,
                          "enable.idempotence": True})
     for name in names:
         for partition in range(partitions):
@@ -73,9 +75,17 @@ def trickle(bootstrap: str, names: list[str], each: int,
     return records_on(bootstrap, names, partitions) - before
 
 
+@functools.cache
+def _admin(bootstrap: str) -> AdminClient:
+    """One admin client per cluster for the bench's polls. A new client per poll waited
+    1 or 3 s more than once a run for librdkafka's reconnect timer (with its sparse
+    connections) and put those seconds on MirrorMaker's clock."""
+    return AdminClient({"bootstrap.servers": bootstrap, **SPARSE_OFF})
+
+
 def records_on(bootstrap: str, names, partitions: int = PARTITIONS) -> int:
     """Records on ``names`` (the sum of their end offsets, in one request per 2,000)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = _admin(bootstrap)
     wanted = [TopicPartition(n, p) for n in names for p in range(partitions)]
     total = 0
     for start in range(0, len(wanted), 2000):
@@ -188,7 +198,6 @@ def wait_for_remote_topics(mm2: MirrorMaker, bootstrap: str, remote: set[str],
                            timeout: float) -> None:
     """Until MM2 has created every one of ``remote`` on the target (it must keep running)."""
     deadline = time.monotonic() + timeout
-    while not remote <= set(AdminClient({"bootstrap.servers": bootstrap})
-                            .list_topics(timeout=30).topics):
+    while not remote <= set(_admin(bootstrap).list_topics(timeout=30).topics):
         assert mm2.running() and time.monotonic() < deadline, mm2.log_file
         time.sleep(0.5)

@@ -49,6 +49,7 @@ from mirrorflow.dev import connect_server
 from mirrorflow.dev.local_mm2 import MirrorMaker
 from mirrorflow.dev.localcluster import free_port, running_clusters
 from mirrorflow.kafka import clients
+from mirrorflow.kafka.clients import SPARSE_OFF
 from mirrorflow.run import RunResult, run_cycle
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
@@ -65,7 +66,7 @@ PRODUCER = {"linger.ms": 20, "batch.size": 1_000_000, "compression.type": "lz4",
 def create(bootstrap: str, topic: str, partitions: int,
            config: dict[str, str] | None = None) -> None:
     """Create the topic unless it exists."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **SPARSE_OFF})
     if topic not in admin.list_topics(timeout=10).topics:
         admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(30)
 
@@ -73,7 +74,7 @@ def create(bootstrap: str, topic: str, partitions: int,
 def fill(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
     """Produce ``records`` of ``size`` bytes round-robin; seconds (the produce ceiling)."""
     create(bootstrap, topic, partitions)
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER})
+    producer = Producer({"bootstrap.servers": bootstrap, **SPARSE_OFF, **PRODUCER})
     started = time.perf_counter()
     produce_all(producer, topic, records, size, partitions)
     return time.perf_counter() - started
@@ -96,7 +97,7 @@ def produce_all(producer: Producer, topic: str, records: int, size: int,
 
 def consume_all(bootstrap: str, topic: str, partitions: int, records: int) -> float:
     """Consume the topic to its end, doing nothing with the records (the consume ceiling)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-ceiling",
+    consumer = Consumer({"bootstrap.servers": bootstrap, **SPARSE_OFF, "group.id": "bench-ceiling",
                          "enable.auto.commit": False, "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     started = time.perf_counter()
@@ -117,9 +118,10 @@ def baseline_loop(source: str, target: str, topic: str, remote: str, records: in
                   partitions: int) -> float:
     """What a user would write: consume from the source, produce to the target, one process."""
     create(target, remote, partitions)
-    consumer = Consumer({"bootstrap.servers": source, "group.id": "bench-loop",
+    consumer = Consumer({"bootstrap.servers": source, **SPARSE_OFF, "group.id": "bench-loop",
                          "enable.auto.commit": False, "enable.partition.eof": True})
-    producer = Producer({"bootstrap.servers": target, **PRODUCER, "enable.idempotence": True})
+    producer = Producer({"bootstrap.servers": target, **SPARSE_OFF, **PRODUCER,
+                         "enable.idempotence": True})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     started = time.perf_counter()
     done = eof = 0
@@ -238,7 +240,7 @@ def open_backlog(bootstrap: str, topic: str, records: int, size: int,
     """``records`` produced to ``topic`` in one transaction left open: a read_committed
     reader sees none of them until :meth:`Producer.commit_transaction`."""
     create(bootstrap, topic, partitions)
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER,
+    producer = Producer({"bootstrap.servers": bootstrap, **SPARSE_OFF, **PRODUCER,
                          "transactional.id": f"bench-backlog-{topic}",
                          "transaction.timeout.ms": 600_000})
     producer.init_transactions(30)
@@ -253,8 +255,8 @@ class SourceOffsets:
     a partition's offset at its last upstream offset means all its records are visible."""
 
     def __init__(self, bootstrap: str, source: str) -> None:
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-offsets",
-                                  "isolation.level": "read_committed",
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, **SPARSE_OFF,
+                                  "group.id": "bench-offsets", "isolation.level": "read_committed",
                                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
         self.consumer.subscribe([f"mm2-offsets.{source}.internal"])
         self.at: dict[tuple[str, int], int] = {}
