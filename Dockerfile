@@ -11,6 +11,8 @@ ENV AIRFLOW_HOME=/usr/local/airflow \
     AIRFLOW__CORE__DAGS_FOLDER=/usr/local/airflow/dags \
     AIRFLOW__CORE__PLUGINS_FOLDER=/usr/local/airflow/plugins \
     AIRFLOW__CORE__LOAD_EXAMPLES=False \
+    AIRFLOW__SCHEDULER__MP_START_METHOD=forkserver \
+    AIRFLOW__CORE__MP_FORKSERVER_PRELOAD=mirrorflow.airflow.preload \
     GX_ANALYTICS_ENABLED=false
 
 WORKDIR /usr/local/airflow

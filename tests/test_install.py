@@ -72,3 +72,7 @@ def test_dockerfile_installs_the_way_the_readme_does(repo: Path) -> None:
     assert "MIRRORFLOW_CONFIG=" in dockerfile
     assert "AIRFLOW__CORE__DAGS_FOLDER=/usr/local/airflow/dags" in dockerfile
     assert "FROM python:3.11" in dockerfile
+    # The services' task processes inherit mirrorflow's imports, as the local ones do.
+    from mirrorflow.dev.local_airflow import PRELOAD_SETTINGS
+
+    assert [f"{k}={v}" in dockerfile for k, v in PRELOAD_SETTINGS.items()] == [True, True]

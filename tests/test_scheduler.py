@@ -131,3 +131,11 @@ def test_backfills_and_a_manual_run_never_race(services: Services, two_clusters)
     for p in range(3):
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
     assert sum(len(read_partition(b, "a.orders", p)) for p in range(3)) == 1500
+    # Every mirror task that ran got its imports from the scheduler's forkserver
+    # (mirrorflow.airflow.preload), none made them itself.
+    logs = sorted((services.home / "logs").glob(f"dag_id={DAG_ID}/*/task_id=mirror/*.log"))
+    texts = [log.read_text() for log in logs]  # a reprocessed run logs again in attempt 1
+    assert len(logs) >= 4 and all(
+        '"event":"imports: inherited from Airflow\'s forkserver (mirrorflow.airflow.preload)"'
+        in text for text in texts), logs
+    assert not any("imports: made by this task process" in text for text in texts), logs

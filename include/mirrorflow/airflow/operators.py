@@ -25,6 +25,16 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
+PRELOAD = "mirrorflow.airflow.preload"
+
+
+def imports_inherited() -> bool:
+    """Whether this process inherited its imports from Airflow's forkserver
+    (:mod:`mirrorflow.airflow.preload` loaded, and by another process); asks without
+    importing it, which would make those imports here."""
+    module = sys.modules.get(PRELOAD)
+    return module is not None and os.getpid() != module.LOADED_BY
+
 
 class MirrorJobOperator(BaseOperator):
     """The run's Spark job for the plan the ``plan`` task stored."""
@@ -44,6 +54,8 @@ class MirrorJobOperator(BaseOperator):
         from mirrorflow.source.plan_records import PlanNotPendingError
         from mirrorflow.source.plan_store import PlanStore
 
+        self.log.info("imports: %s", f"inherited from Airflow's forkserver ({PRELOAD})"
+                      if imports_inherited() else "made by this task process")
         planned = context["ti"].xcom_pull(task_ids="plan")
         config = load_config(self.config_file)
         flow = config.flow(self.flow_name)

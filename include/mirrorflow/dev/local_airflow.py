@@ -24,6 +24,10 @@ from mirrorflow.dev.localcluster import free_port
 from mirrorflow.errors import MirrorflowError
 
 BIN = Path(sys.executable).parent
+# The scheduler's LocalExecutor workers started from a forkserver that has imported what
+# the flows' tasks import (mirrorflow.airflow.preload); the Dockerfile sets the same.
+PRELOAD_SETTINGS = {"AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
+                    "AIRFLOW__CORE__MP_FORKSERVER_PRELOAD": "mirrorflow.airflow.preload"}
 
 
 class LocalAirflowError(MirrorflowError):
@@ -53,6 +57,8 @@ class LocalAirflow:
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(repo / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            # Task processes inherit mirrorflow's imports (docs/deployment.md).
+            **PRELOAD_SETTINGS,
             "AIRFLOW__API__PORT": str(port),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
             "MIRRORFLOW_CONFIG": str(config),

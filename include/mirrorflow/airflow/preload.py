@@ -1,0 +1,41 @@
+"""What a flow's Airflow tasks import, imported once per scheduler instead of once per task.
+
+With LocalExecutor each task is a process forked from an executor worker, and it imports
+what it needs anew: the DAG file's modules, confluent-kafka, and in the ``mirror`` task
+Spark Connect's client and Great Expectations (about 2 s of CPU of its own). Airflow 3.3
+can start the executor's workers from a forkserver that imports a list of modules first
+(``[scheduler] mp_start_method = forkserver``, ``[core] mp_forkserver_preload``); naming
+this module there makes every task process inherit these imports, copy-on-write. Importing
+it opens no connection and starts no thread, which a process that forks must not have.
+
+Its one cost: a task runs the mirrorflow code the scheduler's forkserver imported, so new
+code needs a scheduler restart (as a new image or deployment does anyway).
+"""
+
+from __future__ import annotations
+
+import os
+
+import confluent_kafka  # noqa: F401
+import pyspark.sql.connect.session  # noqa: F401
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook  # noqa: F401
+
+import mirrorflow.airflow.dags
+import mirrorflow.airflow.operators
+import mirrorflow.airflow.sensors
+import mirrorflow.checkpoint.checkpoints
+import mirrorflow.heartbeat.heartbeats
+import mirrorflow.lease
+import mirrorflow.quality.reports
+import mirrorflow.quality.validate
+import mirrorflow.run
+import mirrorflow.spark.job
+import mirrorflow.spark.session  # noqa: F401
+from mirrorflow.quality.gx_import import import_gx
+
+import_gx()
+
+# The process that made these imports: a task process that finds another pid here
+# inherited them (see mirrorflow.airflow.operators).
+LOADED_BY = os.getpid()
+
