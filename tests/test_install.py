@@ -76,3 +76,6 @@ def test_dockerfile_installs_the_way_the_readme_does(repo: Path) -> None:
     from mirrorflow.dev.local_airflow import PRELOAD_SETTINGS
 
     assert [f"{k}={v}" in dockerfile for k, v in PRELOAD_SETTINGS.items()] == [True, True]
+    makefile = (repo / "Makefile").read_text()  # `make airflow` too
+    assert [f"airflow: export {k} = {v}" in makefile
+            for k, v in PRELOAD_SETTINGS.items()] == [True, True]
