@@ -32,7 +32,7 @@ PARTITIONS = 4
 
 
 def create_topics(bootstrap: str, names: list[str], partitions: int = PARTITIONS) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, **SPARSE_OFF})
+    admin = admin_for(bootstrap)
     for start in range(0, len(names), 500):
         futures = admin.create_topics([NewTopic(n, partitions, 1)
                                        for n in names[start:start + 500]],
@@ -76,16 +76,16 @@ def trickle(bootstrap: str, names: list[str], each: int,
 
 
 @functools.cache
-def _admin(bootstrap: str) -> AdminClient:
-    """One admin client per cluster for the bench's polls. A new client per poll waited
-    1 or 3 s more than once a run for librdkafka's reconnect timer (with its sparse
-    connections) and put those seconds on MirrorMaker's clock."""
+def admin_for(bootstrap: str) -> AdminClient:
+    """The bench's one admin client per cluster, for its polls and topic creation. A new
+    client per poll waited 1 or 3 s more than once a run for librdkafka's reconnect timer
+    (with its sparse connections) and put those seconds on MirrorMaker's clock."""
     return AdminClient({"bootstrap.servers": bootstrap, **SPARSE_OFF})
 
 
 def records_on(bootstrap: str, names, partitions: int = PARTITIONS) -> int:
     """Records on ``names`` (the sum of their end offsets, in one request per 2,000)."""
-    admin = _admin(bootstrap)
+    admin = admin_for(bootstrap)
     wanted = [TopicPartition(n, p) for n in names for p in range(partitions)]
     total = 0
     for start in range(0, len(wanted), 2000):
@@ -198,6 +198,6 @@ def wait_for_remote_topics(mm2: MirrorMaker, bootstrap: str, remote: set[str],
                            timeout: float) -> None:
     """Until MM2 has created every one of ``remote`` on the target (it must keep running)."""
     deadline = time.monotonic() + timeout
-    while not remote <= set(_admin(bootstrap).list_topics(timeout=30).topics):
+    while not remote <= set(admin_for(bootstrap).list_topics(timeout=30).topics):
         assert mm2.running() and time.monotonic() < deadline, mm2.log_file
         time.sleep(0.5)

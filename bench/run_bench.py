@@ -43,7 +43,7 @@ import many_partitions  # beside this file: the script's own directory is on sys
 import psutil
 import schema_transfer
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from mirrorflow.dev import connect_server
 from mirrorflow.dev.local_mm2 import MirrorMaker
@@ -66,7 +66,7 @@ PRODUCER = {"linger.ms": 20, "batch.size": 1_000_000, "compression.type": "lz4",
 def create(bootstrap: str, topic: str, partitions: int,
            config: dict[str, str] | None = None) -> None:
     """Create the topic unless it exists."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, **SPARSE_OFF})
+    admin = many_partitions.admin_for(bootstrap)
     if topic not in admin.list_topics(timeout=10).topics:
         admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(30)
 

@@ -25,7 +25,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
-PRELOAD = "mirrorflow.airflow.preload"
+from mirrorflow.airflow import PRELOAD
 
 
 def imports_inherited() -> bool:

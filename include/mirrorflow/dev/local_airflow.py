@@ -20,6 +20,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from mirrorflow.airflow import PRELOAD
 from mirrorflow.dev.localcluster import free_port
 from mirrorflow.errors import MirrorflowError
 
@@ -27,7 +28,7 @@ BIN = Path(sys.executable).parent
 # The scheduler's LocalExecutor workers started from a forkserver that has imported what
 # the flows' tasks import (mirrorflow.airflow.preload); the Dockerfile sets the same.
 PRELOAD_SETTINGS = {"AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
-                    "AIRFLOW__CORE__MP_FORKSERVER_PRELOAD": "mirrorflow.airflow.preload"}
+                    "AIRFLOW__CORE__MP_FORKSERVER_PRELOAD": PRELOAD}
 
 
 class LocalAirflowError(MirrorflowError):
