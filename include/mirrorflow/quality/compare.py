@@ -18,8 +18,11 @@ timestamp at or before the epoch counts as the plan's time the writer gave it).
   outside the spans); partitions whose aggregates differ are looked at again exactly.
 
 A **compacted** remote topic may lose a record to the target's log cleaner as soon as a
-newer record of its key is written, so on both sides only the newest record of each key
-in the range counts there (what compaction keeps, and what a consumer ends up with).
+newer record of its key is written. It is compared like any other first: the cleaner
+rarely reaches a range within its run (never the active segment), and then equal
+aggregates prove every record, from one read of the target. Where they differ, it is
+compared again exactly, and on both sides only the newest record of each key in the range
+counts (what compaction keeps, and what a consumer ends up with).
 
 Per range, count and ``bit_xor(xxhash64(digest, remote offset))`` over the source
 records and over the flow's own target records are equal exactly when every source
@@ -101,6 +104,7 @@ class Compared:
     misplaced: int = 0
     first_bad_source_offset: int | None = None
     first_bad_target_offset: int | None = None
+    newest_per_key: bool = False  # compared as compacted: the newest record of each key
 
     @property
     def equal(self) -> bool:
@@ -148,20 +152,24 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     ``topic_ids``: per cluster alias, the flow's topics there and their ids (the reads'
     :func:`~mirrorflow.spark.kafka_source.reader_group`).
     ``no_timestamps`` are the remote topics whose timestamps are not compared;
-    ``compacted`` those compared on the newest record of each key. ``exact`` (for a
-    second look at unequal partitions): read every range's source and look up the owner
-    of every target record. ``restamp_ms``: the plan's time, which the writer gave source
-    records stamped at or before the epoch (:func:`digests.restamp`). ``schemas``: a
-    schema transfer's id mappings, as the comparison applies them."""
+    ``compacted`` those the target's log cleaner compacts: compared record by record
+    first, and where that differs, on the newest record of each key. ``exact`` (for a
+    second look at unequal partitions): read every range's source, look up the owner
+    of every target record, and count compacted topics' newest records only.
+    ``restamp_ms``: the plan's time, which the writer gave source records stamped at or
+    before the epoch (:func:`digests.restamp`). ``schemas``: a schema transfer's id
+    mappings, as the comparison applies them."""
     from pyspark.sql import functions as F
 
     out: dict[tuple[str, int], Compared] = {(r.remote_topic, r.partition): Compared()
                                              for r in regions}
     sides = []
     remote_of = {r.topic: r.remote_topic for r in ranges}
-    # Ranges whose writer gave the source side's aggregates are not read again (not on
-    # compacted topics, where only the newest record of a key counts).
-    unusable = compacted | (schemas.ambiguous if schemas else set())
+    # Only an exact pass counts the newest record of each key of a compacted topic.
+    thinned = compacted if exact else frozenset()
+    # Ranges whose writer gave the source side's aggregates are not read again (not where
+    # only the newest record of a key counts).
+    unusable = thinned | (schemas.ambiguous if schemas else set())
     written = {(r.remote_topic, r.partition): r.written for r in ranges
                if r.written and r.remote_topic not in unusable}
     for key, w in written.items():
@@ -173,19 +181,18 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
         sides.append(_source_side(spark, F, config, flow, unread, remote_of, no_timestamps,
                                   split_records, restamp_ms, topic_ids[flow.source], schemas))
     readable = [r for r in regions if r.end > r.start]
-    # Where no other flow writes and no compaction removes records, every target record
-    # is first taken as this flow's: equal aggregates then prove that each one sits at a
-    # remote offset claimed for a source record, so none lies outside the spans, without
-    # looking up each record's owner. Unequal partitions are compared again, exactly.
-    assumed = not exact and all(not r.others and r.remote_topic not in compacted
-                                for r in readable)
+    # Where no other flow writes, every target record is first taken as this flow's:
+    # equal aggregates then prove that each one sits at a remote offset claimed for a
+    # source record, so none lies outside the spans, without looking up each record's
+    # owner. Unequal partitions are compared again, exactly.
+    assumed = not exact and all(not r.others for r in readable)
     if readable:
         sides.append(_target_side(spark, F, config, flow, readable, no_timestamps,
                                   split_records, assumed, topic_ids[flow.target], schemas))
     if not sides:
         return out
     records = _newest_per_key(
-        F, sides[0] if len(sides) == 1 else sides[0].unionByName(sides[1]), compacted)
+        F, sides[0] if len(sides) == 1 else sides[0].unionByName(sides[1]), thinned)
     kept = F.col("kept")
     rows = (records.where(F.col("side") != "o")
             .groupBy("side", *KEY)
@@ -205,8 +212,11 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
         # target; they count as there when the newest ones are.
         item.target.records = (item.target.compared + item.source.records
                                - item.source.compared)
+    for key, item in out.items():
+        item.newest_per_key = key[0] in thinned
     unequal = [key for key, item in out.items() if not item.equal]
-    again = [key for key in unequal if key in written or assumed]
+    again = [key for key in unequal
+             if key in written or assumed or (not exact and key[0] in compacted)]
     if again:  # to name what differs, read those ranges' source and owners after all
         out.update(compare(
             spark, config, flow,
