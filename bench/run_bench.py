@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -51,6 +52,7 @@ from mirrorflow.dev.localcluster import free_port, running_clusters
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.clients import SPARSE_OFF
 from mirrorflow.run import RunResult, run_cycle
+from mirrorflow.spark.session import is_connect
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
 MIB = 1024 * 1024
@@ -323,16 +325,31 @@ def mm2_run(tmp: Path, brokers: dict[str, str], topic: str, n: int, size: int,
 
 
 def mirrorflow_runs(tmp: Path, brokers: dict[str, str], alias: str, master: str, n: int,
-                    size: int, partitions: int) -> tuple[float, float, float, float]:
+                    size: int, partitions: int
+                    ) -> tuple[float, float, float, float, float | None]:
     """(seconds to mirror and prove the backlog of ``n``, of which the proof, a run of one
-    record per partition, of which the proof)."""
+    record per partition, of which the proof, and on a Connect server the same small run
+    as a fresh ``mirrorflow run`` process: its whole life, imports to exit)."""
     config = write_config(tmp / f"{alias}.properties", brokers, alias, "bench")
-    full, run_s = timed_run(config, f"{alias}->dst", master)
+    flow = f"{alias}->dst"
+    full, run_s = timed_run(config, flow, master)
     assert full.records == n and full.validation["verified_records"] == n, full.records
     fill(brokers["src"], "bench", partitions, size, partitions)
-    small, small_s = timed_run(config, f"{alias}->dst", master)
+    small, small_s = timed_run(config, flow, master)
     assert small.records == partitions, small.records
-    return run_s, full.validation["duration_s"], small_s, small.validation["duration_s"]
+    process_s = None
+    if is_connect(master):
+        fill(brokers["src"], "bench", partitions, size, partitions)
+        started = time.perf_counter()
+        cli = subprocess.run([sys.executable, "-m", "mirrorflow.cli", "run", str(config),
+                              "--flow", flow, "--master", master, "--json"],
+                             capture_output=True, text=True, check=True)
+        process_s = time.perf_counter() - started
+        assert json.loads(cli.stdout)["records"] == partitions, cli.stdout
+        print(f"  {flow} on {master}, a fresh mirrorflow run process: {partitions} records "
+              f"in {process_s:.2f}s", file=sys.stderr, flush=True)
+    return (run_s, full.validation["duration_s"], small_s, small.validation["duration_s"],
+            process_s)
 
 
 def main() -> int:
@@ -379,8 +396,8 @@ def main() -> int:
                 assert result.records == n, result.records
                 earlier.append(seconds)
             connect_cold_s = earlier[0]
-            connect_s, connect_check_s, connect_small_s, small_check_s = mirrorflow_runs(
-                tmp, brokers, "connect", server.url, n, args.size, parts)
+            connect_s, connect_check_s, connect_small_s, small_check_s, process_s = \
+                mirrorflow_runs(tmp, brokers, "connect", server.url, n, args.size, parts)
             # Records of 1 MiB exceed Kafka's default max.message.bytes (1 MiB + 12 bytes);
             # the remote topic gets the source's limit by config sync.
             create(src, "big", 2, {"max.message.bytes": str(4 * MIB)})
@@ -393,7 +410,7 @@ def main() -> int:
             schemas = schema_figures(tmp, brokers, server, args)
         finally:
             connect_server.stop(server)
-        submit_s, submit_check_s, submit_small_s, _ = mirrorflow_runs(
+        submit_s, submit_check_s, submit_small_s, *_ = mirrorflow_runs(
             tmp, brokers, "submit", "local[*]", n + parts, args.size, parts)
 
     # The best at-least-once setting against mirrorflow; exactly-once against exactly-once.
@@ -409,6 +426,7 @@ def main() -> int:
         ("mirrorflow, Spark Connect (warm)", connect_s, n),
         ("  of which completeness check", connect_check_s, n),
         (f"mirrorflow, Spark Connect, {parts} records", connect_small_s, None),
+        (f"mirrorflow, Spark Connect, {parts} records, a fresh process", process_s, None),
         ("mirrorflow, spark-submit local[*]", submit_s, n + parts),
         ("  of which completeness check", submit_check_s, n + parts),
         (f"mirrorflow, spark-submit, {parts} records", submit_small_s, None),
@@ -447,6 +465,7 @@ def main() -> int:
         "submit_validation_s": round(submit_check_s, 2),
         "mirror_without_validation_s": round(connect_s - connect_check_s, 2),
         "fixed_cost_connect_s": round(connect_small_s, 2),
+        "fixed_cost_cli_process_s": round(process_s, 2),
         "fixed_cost_submit_s": round(submit_small_s, 2),
         "fixed_cost_with_spark_job_s": round(submit_small_s, 2),
         "ratio_vs_mm2": round(mm2_s / connect_s, 2),
@@ -473,7 +492,8 @@ def main() -> int:
           + ", ".join(f"{k} {v} MiB" for k, v in figures["big_peak_rss_mib"].items()))
     for key in ("ratio_vs_mm2", "ratio_vs_mm2_cold", "ratio_vs_mm2_eos",
                 "ratio_vs_mm2_eos_cold", "ratio_vs_baseline", "ratio_vs_ceiling",
-                "validation_share", "fixed_cost_connect_s", "fixed_cost_submit_s",
+                "validation_share", "fixed_cost_connect_s", "fixed_cost_cli_process_s",
+                "fixed_cost_submit_s",
                 "baseline_records_per_s", "mirrorflow_records_per_s_past_fixed_cost",
                 "mirrorflow_mirror_records_per_s_past_fixed_cost"):
         print(f"{key}: {figures[key]}")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from mirrorflow.config import connect_settings
 from mirrorflow.config.loader import load_config
@@ -360,5 +363,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_ERROR
 
 
+def entry() -> NoReturn:
+    """The ``mirrorflow`` command: :func:`main`, then the exit handlers, and out without
+    the interpreter's teardown. Everything is written when ``main`` returns (producers
+    flushed, the lease let go, the Data Docs built); tearing down what a run leaves
+    loaded (Kafka clients, Spark Connect's channel, Great Expectations) took 0.6 s of a
+    fresh process's 4 s run. An exception (argparse's exit, a bug's traceback) leaves as
+    usual."""
+    code = main()
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
