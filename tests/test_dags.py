@@ -96,10 +96,10 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
     bag = dagbag_for(path, repo / "dags", monkeypatch)
     full, bare = bag.dags["mirror__a__b"], bag.dags["mirror__c__a"]
     assert set(full.task_ids) == {
-        "claim_flow", "plan", "mirror", "validate", "commit_and_sync_offsets", "checkpoint",
+        "claim_flow", "plan", "mirror", "commit_and_sync_offsets", "checkpoint",
         "await_heartbeat", "report", "sync_topic_metadata"}
-    assert set(bare.task_ids) == {"claim_flow", "plan", "mirror", "validate",
-                                  "commit_and_sync_offsets", "report"}
+    assert set(bare.task_ids) == {"claim_flow", "plan", "mirror", "commit_and_sync_offsets",
+                                  "report"}
     # The run owns the flow from claim_flow to report, which runs whatever the
     # other tasks did and waits for all of them.
     assert full.get_task("claim_flow").downstream_task_ids == {"plan"}
@@ -110,7 +110,8 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
         "commit_and_sync_offsets", "checkpoint", "sync_topic_metadata", "await_heartbeat"}
     assert full.get_task("report").downstream_task_ids == set()
     assert bare.get_task("report").upstream_task_ids == {"commit_and_sync_offsets"}
-    assert full.get_task("validate").downstream_task_ids == {"commit_and_sync_offsets"}
+    # The proof's verdict ends the mirror task: nothing is committed after a failed one.
+    assert full.get_task("mirror").downstream_task_ids == {"commit_and_sync_offsets"}
     assert full.get_task("checkpoint").upstream_task_ids == {"commit_and_sync_offsets"}
     sensed = full.get_task("await_heartbeat")
     assert sensed.since_ms == "{{ (ti.xcom_pull(task_ids='plan') or {}).get('heartbeat_ms') }}"

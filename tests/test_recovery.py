@@ -79,7 +79,7 @@ def test_the_documented_repair_after_a_failed_proof_ends_green(airflow_db, two_c
     failed = flow_dag(path, monkeypatch).test(logical_date=BASE + timedelta(minutes=1))
     got = states(failed)
     assert str(failed.state) == "failed"
-    assert (got["validate"], got["report"]) == ("failed", "failed")
+    assert (got["mirror"], got["report"]) == ("failed", "failed")
     # While runs fail, the lag and the heartbeat's age are still measured and shown, the
     # alert fires, and the failed run's records are not counted as mirrored.
     summary = reports.read("a->b", failed.run_id)
@@ -100,7 +100,7 @@ def test_the_documented_repair_after_a_failed_proof_ends_green(airflow_db, two_c
 
     got = states(repaired)
     assert str(repaired.state) == "success", got
-    assert got["validate"] == got["await_heartbeat"] == got["checkpoint"] == "success"
+    assert got["mirror"] == got["await_heartbeat"] == got["checkpoint"] == "success"
     for p in range(3):
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
         assert len(read_partition(b, "a.orders", p)) == 200

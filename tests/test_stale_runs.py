@@ -87,9 +87,9 @@ def test_a_failed_proof_marked_success_commits_nothing(airflow_db, two_clusters,
     producer.produce("a.orders", value=b"foreign", partition=0)
     assert producer.flush(10) == 0
     run = flow_dag(path, monkeypatch).test()
-    assert states(run)["validate"] == "failed", states(run)
+    assert states(run)["mirror"] == "failed", states(run)
 
-    # What "Mark success" on validate lets run: the commit task, for that run.
+    # What "Mark success" on the failed mirror lets run: the commit task, for that run.
     commit = airflow_task("mirror__a__b", "commit_and_sync_offsets", run.run_id)
     assert "Task failed with exception" in commit.stdout + commit.stderr, commit.stdout[-3000:]
     assert (f"CommitRefusedError: plan {pending.plan_id} of flow a->b has no passing "

@@ -50,8 +50,8 @@ log = logging.getLogger(__name__)
 
 
 class CommitRefusedError(MirrorflowError):
-    """A plan without a passing completeness check was asked to commit (e.g. a failed
-    ``validate`` marked success); nothing was committed."""
+    """A plan without a passing completeness check was asked to commit (e.g. a ``mirror``
+    task failed by its proof and marked success); nothing was committed."""
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,17 @@ Parsing reads only the config file: no broker, no Spark, no Great Expectations i
 A broken config raises ConfigError, which Airflow shows as one import error of the DAG
 file naming the property at fault. Every task calls the library functions that
 ``mirrorflow run`` calls. A task boundary is kept where a user sees it (a sensor that
-waits without a slot, the Spark job and its pool, the proof's verdict, the guarded commit,
-the report and its alert) and saved elsewhere: each costs a scheduler round and a task
-process, a second or more of a run.
+waits without a slot, the Spark job and its pool, the guarded commit, the report and its
+alert) and saved elsewhere: each costs a scheduler round and a task process, a second or
+more of a run (2 to 3 s in ``make soak``, where the proof's verdict was a task of its own
+until it became the end of ``mirror``).
 
 Task order: ``plan`` writes the run's heartbeat before it plans, so that this run's own
 mirror carries the heartbeat to the target, where ``await_heartbeat`` senses it; waiting
-for the next run instead could never succeed with ``max_active_runs = 1``. ``validate``
-comes between ``mirror`` and ``commit_and_sync_offsets``: a target that fails the
-completeness check keeps the plan pending and gets no checkpoints or group offsets. The
-check itself runs in the ``mirror`` task's Spark job (one JVM per run); ``validate``
-gives its verdict.
+for the next run instead could never succeed with ``max_active_runs = 1``. ``mirror``
+ends with the completeness check's verdict, before ``commit_and_sync_offsets``: a target
+that fails it fails ``mirror`` (no retries), keeps the plan pending and gets no
+checkpoints or group offsets.
 """
 
 from __future__ import annotations
@@ -129,40 +129,6 @@ def _plan(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> 
     stored, resumed = plan_run(config, flow, run_id, **_limits(params))
     return {"plan_id": stored.plan_id, "resumed": resumed, "ranges": len(stored.ranges),
             "offsets": stored.offsets}
-
-
-def verdict(config_file: str, flow_name: str, planned: dict, run_id: str) -> dict:
-    """Fail, without retries, when this run's completeness check (stored with the plan by
-    the ``mirror`` task's job) failed; a re-check means clearing ``mirror``."""
-    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-
-    from mirrorflow.quality import metrics
-    from mirrorflow.quality.verdicts import Validation
-    from mirrorflow.source.plan_records import PlanNotPendingError
-    from mirrorflow.source.plan_store import PlanStore
-
-    config = load_config(config_file)
-    flow = config.flow(flow_name)
-    store = PlanStore(config, flow)
-    try:
-        store.require_pending(planned["plan_id"])
-    except PlanNotPendingError as exc:  # an older run's task: its verdict no longer matters
-        raise AirflowSkipException(str(exc)) from None
-    stored = store.validation(planned["plan_id"])
-    if stored is None or stored.get("run_id") != run_id:
-        raise AirflowFailException(f"flow {flow_name}: no completeness check of plan "
-                                   f"{planned['plan_id']} by run {run_id} is stored; clear the "
-                                   "mirror task to mirror (nothing twice) and check again")
-    validation = Validation.from_dict(stored)
-    if not validation.success:
-        from mirrorflow.run import failed_proof
-
-        error = failed_proof(flow, store.load(planned["plan_id"]),
-                             store.result(planned["plan_id"]), planned["resumed"], run_id,
-                             validation, health=metrics.health(config, flow))
-        raise AirflowFailException(str(error))
-    return {"verified_records": validation.verified_records,
-            "verified_fraction": validation.verified_fraction}
 
 
 def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
@@ -407,14 +373,12 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             config_file=path, flow_name=name, conn_id=flow.get("mirrorflow.spark.conn.id"),
             task_id="mirror", pool=SPARK_POOL,
             doc_md="The Spark job mirrors the stored plan (Spark's Kafka source, each range "
-                   "written by the task that reads it), then checks the target, on the "
-                   "connection's Spark (Spark Connect, or spark-submit); skipped when the "
-                   "plan is empty.")
-        validate = task(task_id="validate",
-                        doc_md="The completeness proof's verdict (Great Expectations: counts, "
-                               "digests, duplicates, gaps, offset syncs, checkpoints). A "
-                               "mismatch fails here, before anything is committed; Data Docs "
-                               "in the reports.")(verdict)(path, name, planned)
+                   "written by the task that reads it), then proves the target complete, on "
+                   "the connection's Spark (Spark Connect, or spark-submit), and gives the "
+                   "proof's verdict (Great Expectations: counts, digests, duplicates, gaps, "
+                   "offset syncs, checkpoints): a mismatch fails here, without retries, "
+                   "before anything is committed; Data Docs in the reports. Skipped when "
+                   "the plan is empty.")
         # Runs after skipped Spark tasks (nothing to mirror), not after a skipped plan.
         committed = task(task_id="commit_and_sync_offsets",
                          trigger_rule="none_failed_min_one_success",
@@ -431,7 +395,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                 deferrable=_default_deferrable())
             committed >> sensed
             last.append(sensed)
-        planned >> mirror >> validate >> committed
+        planned >> mirror >> committed
         if flow.get("emit.checkpoints.enabled") or flow.get("sync.group.offsets.enabled"):
             checkpointed = task(task_id="checkpoint",
                                 doc_md="Checkpoints for the selected groups, then their "

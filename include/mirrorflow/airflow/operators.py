@@ -1,6 +1,6 @@
 """The ``mirror`` task: the run's Spark job (mirror, then the completeness check), on the
 Spark of the flow's Airflow connection (``mirrorflow.spark.conn.id``), chosen when the task
-runs by the connection's type:
+runs by the connection's type, and then the check's verdict:
 
 * ``spark_connect`` (the provider's Spark Connect connection): the steps run in this task
   as a client of that warm server; no JVM starts;
@@ -8,10 +8,13 @@ runs by the connection's type:
   ``spark_jobs/mirror_batch.py`` through the provider's hook, with the Kafka connector's
   jars and the ``mirrorflow`` package as ``--py-files``, as ``mirrorflow run`` submits it.
 
-Skipped, with no Spark at all, when the run's plan has nothing to mirror: the skipped task
-stores the empty result, as ``mirrorflow run`` does, so the commit closes the plan. Skipped
-too when the plan is no longer pending (the task of an older run, cleared or re-run): its
-records were committed, or superseded, and mirroring them again would write them twice.
+A failed check fails the task without retries (the data would not change), naming the
+partition and offsets at fault; clearing the task mirrors what is left (nothing twice) and
+checks again. Skipped, with no Spark at all, when the run's plan has nothing to mirror:
+the skipped task stores the empty result, as ``mirrorflow run`` does, so the commit closes
+the plan. Skipped too when the plan is no longer pending (the task of an older run,
+cleared or re-run): its records were committed, or superseded, and mirroring them again
+would write them twice.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class MirrorJobOperator(BaseOperator):
         self.run_id = run_id
         self._hook = None
 
-    def execute(self, context: Any) -> None:
+    def execute(self, context: Any) -> dict:
         from mirrorflow.config.loader import load_config
         from mirrorflow.lease import FlowLease
         from mirrorflow.source.plan_records import PlanNotPendingError
@@ -82,6 +85,32 @@ class MirrorJobOperator(BaseOperator):
                     self._submit(planned["plan_id"], connection.host or "")
         except PlanNotPendingError as exc:
             raise AirflowSkipException(str(exc)) from None
+        return self._verdict(config, flow, store, planned)
+
+    def _verdict(self, config, flow, store, planned: dict) -> dict:
+        """Fail, without retries, when this run's completeness check (stored with the plan
+        by the job) failed, or is not there; else its figures (the task's XCom)."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from mirrorflow.quality import metrics
+        from mirrorflow.quality.verdicts import Validation
+
+        plan_id = planned["plan_id"]
+        stored = store.validation(plan_id)
+        if stored is None or stored.get("run_id") != self.run_id:
+            raise AirflowFailException(f"flow {flow.name}: no completeness check of plan "
+                                       f"{plan_id} by run {self.run_id} is stored; clear the "
+                                       "mirror task to mirror (nothing twice) and check again")
+        validation = Validation.from_dict(stored)
+        if not validation.success:
+            from mirrorflow.run import failed_proof
+
+            error = failed_proof(flow, store.load(plan_id), store.result(plan_id),
+                                 planned["resumed"], self.run_id, validation,
+                                 health=metrics.health(config, flow))
+            raise AirflowFailException(str(error))
+        return {"verified_records": validation.verified_records,
+                "verified_fraction": validation.verified_fraction}
 
     def _run_connected(self, config, flow, plan) -> None:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook

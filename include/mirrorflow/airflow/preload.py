@@ -38,7 +38,7 @@ from mirrorflow.quality.gx_import import import_gx
 
 import_gx()
 # What Airflow's task runner loads before a task runs (the DAG bag's module, imported
-# above, and the plugins with their listeners: 2 s of a 4 s `validate` task in a soak
+# above, and the plugins with their listeners: 2 s of a 4 s small task in a soak
 # without them), which workers forked from the scheduler inherited from it.
 get_listener_manager()
 # Out of the collector's sight: no task process scans, or copies, what it inherits.

@@ -6,7 +6,7 @@ of ``spark_jobs/mirror_batch.py`` (:func:`main`; clusters: standalone, YARN, Kub
 ``--steps`` picks ``mirror``, ``validate`` or both (the default). The plan's result and
 the validation are stored with the plan and, from ``spark-submit``, printed on lines
 prefixed ``MIRRORFLOW_RESULT`` and ``MIRRORFLOW_VALIDATION``. A failed validation exits
-with status 2, or 0 with ``--no-fail-on-validation`` (the DAG's ``validate`` task then
+with status 2, or 0 with ``--no-fail-on-validation`` (the DAG's ``mirror`` task then
 fails on the stored verdict).
 """
 
@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--run-id", help="the run the report belongs to (default: the plan's)")
     parser.add_argument("--no-fail-on-validation", action="store_true",
                         help="exit 0 after a failed validation, which is stored with the plan "
-                             "(the DAG's validate task gives the verdict)")
+                             "(the DAG's mirror task gives the verdict)")
     args = parser.parse_args(argv)
 
     from pyspark.sql import SparkSession
