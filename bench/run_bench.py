@@ -410,8 +410,11 @@ def main() -> int:
             schemas = schema_figures(tmp, brokers, server, args)
         finally:
             connect_server.stop(server)
+        # The backlog and the Connect flow's two small runs' records (in process, and a
+        # fresh process).
+        submitted = n + 2 * parts
         submit_s, submit_check_s, submit_small_s, *_ = mirrorflow_runs(
-            tmp, brokers, "submit", "local[*]", n + parts, args.size, parts)
+            tmp, brokers, "submit", "local[*]", submitted, args.size, parts)
 
     # The best at-least-once setting against mirrorflow; exactly-once against exactly-once.
     mm2_s = min(mm2["shipped"]["warm"], mm2["tuned"]["warm"])
@@ -427,8 +430,8 @@ def main() -> int:
         ("  of which completeness check", connect_check_s, n),
         (f"mirrorflow, Spark Connect, {parts} records", connect_small_s, None),
         (f"mirrorflow, Spark Connect, {parts} records, a fresh process", process_s, None),
-        ("mirrorflow, spark-submit local[*]", submit_s, n + parts),
-        ("  of which completeness check", submit_check_s, n + parts),
+        ("mirrorflow, spark-submit local[*]", submit_s, submitted),
+        ("  of which completeness check", submit_check_s, submitted),
         (f"mirrorflow, spark-submit, {parts} records", submit_small_s, None),
         (f"mirrorflow, Connect, {args.big_records} x 1 MiB", big_s, None)]
     past_fixed = n / max(connect_s - connect_small_s, 1e-9)
