@@ -13,7 +13,6 @@ ENV AIRFLOW_HOME=/usr/local/airflow \
     AIRFLOW__CORE__LOAD_EXAMPLES=False \
     AIRFLOW__SCHEDULER__MP_START_METHOD=forkserver \
     AIRFLOW__CORE__MP_FORKSERVER_PRELOAD=mirrorflow.airflow.preload \
-    AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME=0.25 \
     GX_ANALYTICS_ENABLED=false
 
 WORKDIR /usr/local/airflow

@@ -26,11 +26,9 @@ demo airflow airflow-db: export AIRFLOW__CORE__PLUGINS_FOLDER = $(CURDIR)/plugin
 demo airflow airflow-db: export AIRFLOW__CORE__LOAD_EXAMPLES = False
 demo airflow airflow-db: export AIRFLOW_CONN_SPARK_DEFAULT = {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": 15002}
 demo airflow airflow-db: export MIRRORFLOW_CONFIG = $(CURDIR)/$(CONFIG)
-# The scheduler's task processes inherit mirrorflow's imports, and it queues a run's next
-# task sooner (docs/deployment.md).
+# The scheduler's task processes inherit mirrorflow's imports (docs/deployment.md).
 airflow: export AIRFLOW__SCHEDULER__MP_START_METHOD = forkserver
 airflow: export AIRFLOW__CORE__MP_FORKSERVER_PRELOAD = mirrorflow.airflow.preload
-airflow: export AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME = 0.25
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

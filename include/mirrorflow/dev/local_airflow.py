@@ -25,14 +25,10 @@ from mirrorflow.dev.localcluster import free_port
 from mirrorflow.errors import MirrorflowError
 
 BIN = Path(sys.executable).parent
-# The Airflow settings of a mirrorflow deployment (docs/deployment.md); the Dockerfile and
-# `make airflow` set the same. The scheduler's LocalExecutor workers start from a
-# forkserver that has imported what the flows' tasks import (mirrorflow.airflow.preload),
-# and an idle scheduler loop sleeps 0.25 s instead of 1 s before it looks again, so the
-# next task of a run is queued sooner after the last one ends.
-SERVICE_SETTINGS = {"AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
-                    "AIRFLOW__CORE__MP_FORKSERVER_PRELOAD": PRELOAD,
-                    "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.25"}
+# The scheduler's LocalExecutor workers started from a forkserver that has imported what
+# the flows' tasks import (mirrorflow.airflow.preload); the Dockerfile sets the same.
+PRELOAD_SETTINGS = {"AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
+                    "AIRFLOW__CORE__MP_FORKSERVER_PRELOAD": PRELOAD}
 
 
 class LocalAirflowError(MirrorflowError):
@@ -62,7 +58,8 @@ class LocalAirflow:
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(repo / "plugins"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            **SERVICE_SETTINGS,
+            # Task processes inherit mirrorflow's imports (docs/deployment.md).
+            **PRELOAD_SETTINGS,
             "AIRFLOW__API__PORT": str(port),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
             "MIRRORFLOW_CONFIG": str(config),
