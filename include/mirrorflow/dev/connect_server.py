@@ -34,12 +34,6 @@ READY_TIMEOUT_S = 120.0
 # The parallel collector kept that run at 1,861 MiB but made test_scheduler's concurrent
 # DAG runs 2.3 times as slow (122 s -> 276 s), so G1 stays.
 DRIVER_MEMORY = "1536m"
-# glibc's malloc gives each thread that allocates natively an arena of its own (up to 8
-# per core); with Spark's and the Kafka clients' threads that is resident memory outside
-# the JVM's own accounts: with Native Memory Tracking on, the 10,000-partition run's JVM
-# held 1,853 MiB in the JVM's accounts and 1,949 to 2,132 MiB resident. Two arenas are
-# the usual cap for a JVM.
-MALLOC_ARENAS = "2"
 
 
 class ConnectServerError(MirrorflowError):
@@ -121,8 +115,7 @@ def start(server: ConnectServer, timeout: float = READY_TIMEOUT_S) -> int:
     with open(server.log_file, "ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                   env={**os.environ, "PYSPARK_PYTHON": python,
-                                        "MALLOC_ARENA_MAX": MALLOC_ARENAS})
+                                   env={**os.environ, "PYSPARK_PYTHON": python})
     server.pid_file.write_text(f"{process.pid}\n")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
