@@ -6,8 +6,7 @@ file naming the property at fault. Every task calls the library functions that
 ``mirrorflow run`` calls. A task boundary is kept where a user sees it (a sensor that
 waits without a slot, the Spark job and its pool, the guarded commit, the report and its
 alert) and saved elsewhere: each costs a scheduler round and a task process, a second or
-more of a run (2 to 3 s in ``make soak``, where the proof's verdict was a task of its own
-until it became the end of ``mirror``).
+more of a run; so the proof's verdict ends ``mirror`` rather than being a task of its own.
 
 Task order: ``plan`` writes the run's heartbeat before it plans, so that this run's own
 mirror carries the heartbeat to the target, where ``await_heartbeat`` senses it; waiting
