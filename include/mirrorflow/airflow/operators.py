@@ -80,28 +80,32 @@ class MirrorJobOperator(BaseOperator):
             with WriteProgress(config, flow, plan, Sink(self.log)):
                 connection = BaseHook.get_connection(self.conn_id)
                 if connection.conn_type == "spark_connect":
-                    self._run_connected(config, flow, plan)
+                    validation = self._run_connected(config, flow, plan)
                 else:
                     self._submit(planned["plan_id"], connection.host or "")
+                    validation = None
         except PlanNotPendingError as exc:
             raise AirflowSkipException(str(exc)) from None
-        return self._verdict(config, flow, store, planned)
+        return self._verdict(config, flow, store, planned, validation)
 
-    def _verdict(self, config, flow, store, planned: dict) -> dict:
-        """Fail, without retries, when this run's completeness check (stored with the plan
-        by the job) failed, or is not there; else its figures (the task's XCom)."""
+    def _verdict(self, config, flow, store, planned: dict, validation) -> dict:
+        """Fail, without retries, when this run's completeness check failed, or (from
+        ``spark-submit``, whose job stored it with the plan) is not there; else its figures
+        (the task's XCom)."""
         from airflow.sdk.exceptions import AirflowFailException
 
         from mirrorflow.quality import metrics
         from mirrorflow.quality.verdicts import Validation
 
         plan_id = planned["plan_id"]
-        stored = store.validation(plan_id)
-        if stored is None or stored.get("run_id") != self.run_id:
-            raise AirflowFailException(f"flow {flow.name}: no completeness check of plan "
-                                       f"{plan_id} by run {self.run_id} is stored; clear the "
-                                       "mirror task to mirror (nothing twice) and check again")
-        validation = Validation.from_dict(stored)
+        if validation is None:
+            stored = store.validation(plan_id)
+            if stored is None or stored.get("run_id") != self.run_id:
+                raise AirflowFailException(
+                    f"flow {flow.name}: no completeness check of plan {plan_id} by run "
+                    f"{self.run_id} is stored; clear the mirror task to mirror (nothing "
+                    "twice) and check again")
+            validation = Validation.from_dict(stored)
         if not validation.success:
             from mirrorflow.run import failed_proof
 
@@ -112,7 +116,8 @@ class MirrorJobOperator(BaseOperator):
         return {"verified_records": validation.verified_records,
                 "verified_fraction": validation.verified_fraction}
 
-    def _run_connected(self, config, flow, plan) -> None:
+    def _run_connected(self, config, flow, plan):
+        """The job's steps as a client of the connection's server; their validation."""
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
         from mirrorflow.spark.job import run_steps
@@ -122,8 +127,8 @@ class MirrorJobOperator(BaseOperator):
         self.log.info("mirroring plan %s on the Spark Connect server %s", plan.plan_id, url)
         session = get_session(url, session_key=flow_session_key(config, flow))
         _, validation = run_steps(session, config, flow, plan, run_id=self.run_id)
-        if validation is not None:
-            validation.wait_for_docs()
+        validation.wait_for_docs()
+        return validation
 
     def _submit(self, plan_id: str, master: str) -> None:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
