@@ -74,6 +74,7 @@ MIRRORFLOW_DEFAULTS = {
     "mirrorflow.lease.run.timeout.seconds": 900,
     "mirrorflow.transaction.records": 100000,
     "mirrorflow.write.tasks": 8,
+    "mirrorflow.write.records.per.task": 50_000,
     "mirrorflow.max.records.per.partition": 1_000_000,
     "mirrorflow.records.per.spark.partition": 2_000_000,
     "mirrorflow.validate.fraction": 1.0,

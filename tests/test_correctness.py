@@ -139,7 +139,8 @@ def test_more_ranges_than_write_slots_share_their_tasks(spark, two_clusters,
         produce(a, topic, varied_records(70), partitions)
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
                        "emit.heartbeats.enabled = false\na->b.topics = slots_.*\n"
-                       "a->b.mirrorflow.write.tasks = 2\n")
+                       "a->b.mirrorflow.write.tasks = 2\n"
+                       "a->b.mirrorflow.write.records.per.task = 1\n")
     config = load_config(path)
 
     result = run_cycle(path, "a->b", spark=spark)

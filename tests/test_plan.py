@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import config_file, create_topic, delete_records, produce, topics, varied_records
-from mirrorflow.config.loader import load_config
+from mirrorflow.config.loader import load_config, parse_config
 from mirrorflow.errors import DataLossError
 from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan import build_plan, plan_run
-from mirrorflow.source.plan_records import Plan, PlanError, Range, deal
+from mirrorflow.source.plan_records import Plan, PlanError, Range, deal, write_slots
 from mirrorflow.source.plan_store import PlanStore
 
 pytestmark = pytest.mark.broker
@@ -165,6 +165,26 @@ def test_ranges_are_dealt_to_write_slots_by_size_and_limit() -> None:
     assert [r.slot for r in deal(mixed, 2)] == [0, 1, 0, 1]
     plan = Plan("p", "a->b", "run-1", 0, tuple(dealt[:3]))
     assert [r.slot for r in Plan.from_json(plan.to_json()).ranges] == [r.slot for r in dealt[:3]]
+
+
+def test_a_small_plan_gets_as_few_write_slots_as_its_offsets_and_ranges_need() -> None:
+    """A slot per mirrorflow.write.records.per.task offsets or 500 ranges, whichever asks
+    more, at least one, at most mirrorflow.write.tasks: 8 records over 8 partitions are
+    one task (and one producer), a backlog of 2,000,000 gets every slot, 1,000 trickling
+    partitions get two."""
+    base = ("clusters = a, b\na.bootstrap.servers = a:9092\nb.bootstrap.servers = b:9092\n"
+            "a->b.enabled = true\n")
+    flow = parse_config(base).flow("a->b")
+    assert write_slots(flow, [1] * 8) == 1
+    assert write_slots(flow, []) == 1
+    assert write_slots(flow, [250_000] * 8) == 8
+    assert write_slots(flow, [50_000, 1]) == 2
+    assert write_slots(flow, [3] * 1000) == 2
+    assert write_slots(flow, [1] * 10_000) == 8
+    tuned = parse_config(base + "a->b.mirrorflow.write.records.per.task = 1\n"
+                         "a->b.mirrorflow.write.tasks = 3\n").flow("a->b")
+    assert write_slots(tuned, [1] * 8) == 3
+    assert write_slots(tuned, [1, 1]) == 2
 
 
 def test_remote_topics_are_created_and_grown_in_requests_a_kraft_controller_accepts() -> None:

@@ -297,9 +297,8 @@ def test_more_ranges_than_write_tasks_are_checked_together_and_a_loss_still_name
                                              "a->b.mirrorflow.write.tasks = 1\n"))
     config = load_config(path)
     ranges = [("orders", p, 0, RECORDS // 2) for p in range(2)]
-    tasks = config.flow("a->b").get("mirrorflow.write.tasks")
-    assert compare._read(spark, config.cluster("a"), ranges, 2_000_000, tasks=tasks,
-                         topic_ids={}).rdd.getNumPartitions() == 1
+    assert compare._read(spark, config.cluster("a"), ranges, 2_000_000,
+                         flow=config.flow("a->b"), topic_ids={}).rdd.getNumPartitions() == 1
     plan, result = fresh_copy(clusters, lambda rows: rows[:50] + rows[51:])
     validation = check(spark, path, plan, result)
     good, bad = validation.ranges

@@ -86,14 +86,25 @@ MIRRORFLOW_SPECS = [
         "mirrorflow.write.tasks",
         "8",
         as_positive_int,
-        "Write tasks per run at most: the plan deals its ranges out to this many slots, "
-        "balanced by size, and each slot's ranges are written by one Spark task with one "
-        "transactional producer (a transactional id per flow and slot) whose "
-        "transactions span all of them. A slot's ranges stay in it for every attempt of "
-        "the plan, so a retry fences each zombie. The proof reads the ranges in as many "
-        "tasks (more where long ranges are split). More than Spark's cores costs a "
-        "producer, a commit and a task's scheduling per extra task; fewer leaves cores "
-        "idle on few large ranges.",
+        "Write tasks per run at most: the plan deals its ranges out to this many slots "
+        "(fewer for a small plan: mirrorflow.write.records.per.task), balanced by size, and "
+        "each slot's ranges are written by one Spark task with one transactional producer "
+        "(a transactional id per flow and slot) whose transactions span all of them. A "
+        "slot's ranges stay in it for every attempt of the plan, so a retry fences each "
+        "zombie. The proof reads the ranges in as many tasks (more where long ranges are "
+        "split). More than Spark's cores costs a producer, a commit and a task's "
+        "scheduling per extra task; fewer leaves cores idle on few large ranges.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.write.records.per.task",
+        "50000",
+        as_positive_int,
+        "A plan opens a write slot per this many offsets (and per 500 ranges), up to "
+        "mirrorflow.write.tasks: a plan of fewer is written, and proven, by one Spark "
+        "task, since each task costs a producer, a commit and a Python worker's turn "
+        "(about 0.1 s). Lower it for records far larger than a few KiB, which are worth "
+        "spreading over the cores sooner.",
         origin="mirrorflow",
     ),
     PropertySpec(

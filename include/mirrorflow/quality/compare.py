@@ -44,6 +44,7 @@ from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.quality.digests import record_digest, restamped
 from mirrorflow.schema.mapping import ProofView
 from mirrorflow.schema.wire import rewrite_sql
+from mirrorflow.source.plan_records import write_slots
 from mirrorflow.spark.kafka_source import read_ranges
 
 BUCKET = 1 << 16  # offsets per join bucket
@@ -265,7 +266,7 @@ def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split
     """(side 's', remote_topic, partition, d = the claimed remote offset, u, digest)."""
     frame = _read(spark, config.cluster(flow.source),
                   [(r.topic, r.partition, r.start, r.end) for r in ranges], split,
-                  tasks=flow.get("mirrorflow.write.tasks"), topic_ids=topic_ids)
+                  flow=flow, topic_ids=topic_ids)
     if schemas:
         frame = _with_ids(F, frame, schemas.same, remote_of)
     remote = F.create_map(*[F.lit(x) for pair in remote_of.items() for x in pair])
@@ -289,8 +290,7 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
     # What a read_committed consumer sees: a zombie's aborted writes are not there.
     frame = _read(spark, config.cluster(flow.target),
                   [(r.remote_topic, r.partition, r.start, r.end) for r in regions], split,
-                  "read_committed", tasks=flow.get("mirrorflow.write.tasks"),
-                  topic_ids=topic_ids)
+                  "read_committed", flow=flow, topic_ids=topic_ids)
     if schemas:  # each record as its source was: its source schema ids
         frame = _with_ids(F, frame, schemas.back)
     records = frame.select(
@@ -311,15 +311,15 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
 
 
 def _read(spark, cluster, ranges: list[tuple[str, int, int, int]], split: int | None,
-          isolation: str | None = None, *, tasks: int, topic_ids: Mapping[str, str]):
-    """The records of ``ranges`` in at most ``tasks`` Spark tasks (the flow's
-    ``mirrorflow.write.tasks``), or one per ``split`` records where that is more (the
-    comparison aggregates; order is moot). A Spark task per range costs scheduling on top
-    of its read: measured, 1,000 ranges of 3 records on 2 cores checked in 9.3 s as 1,000
-    tasks, 4.0 s as 64, 2.9 s as 8."""
+          isolation: str | None = None, *, flow: FlowConfig, topic_ids: Mapping[str, str]):
+    """The records of ``ranges`` in as many Spark tasks as the flow writes such ranges in
+    (:func:`~mirrorflow.source.plan_records.write_slots`), or one per ``split`` records
+    where that is more (the comparison aggregates; order is moot). A Spark task per range
+    costs scheduling on top of its read: measured, 1,000 ranges of 3 records on 2 cores
+    checked in 9.3 s as 1,000 tasks, 4.0 s as 64, 2.9 s as 8."""
     frame = read_ranges(spark, cluster, ranges, split, isolation, topic_ids=topic_ids)
-    records = sum(end - start for *_, start, end in ranges)
-    tasks = max(tasks, -(-records // split) if split else 0)
+    sizes = [end - start for *_, start, end in ranges]
+    tasks = max(write_slots(flow, sizes), -(-sum(sizes) // split) if split else 0)
     return frame.coalesce(tasks) if len(ranges) > tasks else frame
 
 

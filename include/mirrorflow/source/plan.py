@@ -40,6 +40,7 @@ from mirrorflow.source.plan_records import (
     Range,
     TopicPart,
     deal,
+    write_slots,
 )
 from mirrorflow.source.plan_store import PlanStore
 
@@ -202,7 +203,8 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     return Plan(
         plan_id=f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}",
         flow=flow.name, run_id=run_id, created_ms=int(time.time() * 1000),
-        ranges=tuple(deal(ranges, flow.get("mirrorflow.write.tasks"))), gaps=tuple(gaps),
+        ranges=tuple(deal(ranges, write_slots(flow, [r.size for r in ranges]))),
+        gaps=tuple(gaps),
         topic_ids=ids, breaks=tuple(breaks),
         isolation=source.isolation_level(),
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
+from mirrorflow.config.model import FlowConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.plain import plain
 from mirrorflow.source.history import Chain
@@ -42,6 +43,24 @@ class Range:
     def size(self) -> int:
         """Offsets in the range (records, plus any gaps of compaction or markers)."""
         return self.end - self.start
+
+
+# Ranges one write task takes before a plan opens another (on top of the offsets per task):
+# measured on 2 cores, 1,000 ranges of 3 records were mirrored and proven in 6.9 s as 2
+# tasks, 8.2 s as 1 and 7.7 to 10.9 s as 8.
+RANGES_PER_TASK = 500
+
+
+def write_slots(flow: FlowConfig, sizes: list[int]) -> int:
+    """How many write slots (and proof tasks) ranges of ``sizes`` offsets get: one per
+    ``mirrorflow.write.records.per.task`` offsets or :data:`RANGES_PER_TASK` ranges,
+    whichever asks more, at least one and at most ``mirrorflow.write.tasks``. A task
+    costs a Python worker's turn, a producer's ``init_transactions`` and a commit (about
+    0.1 s): 8 records over 8 partitions were written in 0.45 to 0.65 s as 8 tasks on 2
+    cores, in 0.17 s as one."""
+    per_task = flow.get("mirrorflow.write.records.per.task")
+    wanted = max(-(-sum(sizes) // per_task), -(-len(sizes) // RANGES_PER_TASK), 1)
+    return min(flow.get("mirrorflow.write.tasks"), wanted)
 
 
 def deal(ranges: list[Range], slots: int) -> list[Range]:
