@@ -10,12 +10,14 @@ from confluent_kafka.admin import AdminClient
 
 from helpers.kafka import create_topic, delete_records, read_partition, topics
 from helpers.mm2 import own_configs
+from mirrorflow.checkpoint.checkpoints import checkpoints_topic
 from mirrorflow.config.loader import parse_config
 from mirrorflow.kafka import internal_topics
 from mirrorflow.kafka.internal_topics import CompactedTopic
 from mirrorflow.lease import FlowLease
 from mirrorflow.source import ledger
 from mirrorflow.source.history import HistoryStore
+from mirrorflow.source.offset_syncs import offset_syncs_topic
 from mirrorflow.source.offsets import OffsetStore, decode, encode_key, encode_value, offsets_topic
 from mirrorflow.source.plan_store import PlanStore
 
@@ -136,23 +138,30 @@ def test_reads_in_one_context_fetch_only_what_is_new(two_clusters: dict[str, str
 
 
 @pytest.mark.broker
-def test_own_state_topics_roll_segments_so_the_cleaner_bounds_them(
+def test_internal_topics_roll_segments_so_the_cleaner_bounds_them(
         two_clusters: dict[str, str]) -> None:
-    """mirrorflow's own state topics roll a segment every 10 minutes (the log cleaner and
-    retention act only on rolled segments); MM2's offset store keeps what MM2 gives it."""
+    """Every internal topic mirrorflow creates, its own and MM2's, rolls a segment every 10
+    minutes (the log cleaner and retention act only on rolled segments, and each run's
+    tasks read a topic from its log start); a topic that exists keeps its settings."""
     config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
                           f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n"
                           "replication.factor = 1\n")
     flow, target = config.flow("a->b"), config.cluster("b")
+    create_topic(two_clusters["b"], "heartbeats", 1, {"cleanup.policy": "compact"})
     with FlowLease(config, flow, "r"):  # creates the leases' log
         PlanStore(config, flow).topic.ensure()
         ledger.spans_store(target, "a").ensure()
         HistoryStore(target, "a").topic.ensure()
         OffsetStore(target, "a").topic.ensure()
+        offset_syncs_topic(config, flow).ensure()
+        checkpoints_topic(config, flow).ensure()
+        CompactedTopic(target, "heartbeats").ensure()
     compacted = {"cleanup.policy": "compact", "segment.ms": "600000"}
-    assert own_configs(config, "b", "mirrorflow-plans.a.internal") == compacted
-    assert own_configs(config, "b", "mirrorflow-spans.a.internal") == compacted
-    assert own_configs(config, "b", "mirrorflow-history.a.internal") == compacted
+    for topic in ("mirrorflow-plans.a.internal", "mirrorflow-spans.a.internal",
+                  "mirrorflow-history.a.internal", "mm2-offsets.a.internal",
+                  "a.checkpoints.internal"):
+        assert own_configs(config, "b", topic) == compacted, topic
+    assert own_configs(config, "a", "mm2-offset-syncs.b.internal") == compacted
     assert own_configs(config, "b", "mirrorflow-leases.internal") == {
         "cleanup.policy": "delete", "retention.ms": "86400000", "segment.ms": "600000"}
-    assert own_configs(config, "b", "mm2-offsets.a.internal") == {"cleanup.policy": "compact"}
+    assert own_configs(config, "b", "heartbeats") == {"cleanup.policy": "compact"}

@@ -195,35 +195,36 @@ def _fetch(cluster: ClusterConfig, topic: str, bounds: dict[tuple[str, int], tup
     return records
 
 
-# mirrorflow's own state topics (plans, spans, history; and the leases' log, which is
-# time-bounded) get records every run, and tombstones for what a run retires. The log
-# cleaner compacts (and retention deletes) only rolled segments, which Kafka rolls after 7
-# days (or 1 GiB) by default: until then each run's first read of a topic fetched every
-# record the flow wrote there since (for a flow of 1,000 partitions, a plan, its result and
-# its proof of about 150 bytes a range each, before compression, every run). Rolled every
-# 10 minutes, a topic holds about its live keys plus 10 minutes of runs.
+# Every internal topic mirrorflow creates gets records every run: its own state topics
+# (plans, spans, history; and the leases' log, which is time-bounded) and MM2's (the offset
+# store, offset syncs, checkpoints, heartbeats), and each run's tasks are processes of their
+# own that read a topic from its log start once. The log cleaner compacts (and retention
+# deletes) only rolled segments, which Kafka rolls after 7 days (or 1 GiB) by default: until
+# then each read fetched every record written there since (for a flow of 80 partitions on
+# a 1-minute schedule, a position per partition a run in MM2's offset store: some 800,000
+# records by the seventh day, read by several tasks of every run). Rolled every 10 minutes,
+# a topic holds about its live keys plus 10 minutes of runs. (MM2 creates its topics
+# compacted with the broker's default segments, and reads them once per worker's life.)
 STATE_SEGMENT_MS = 10 * 60 * 1000
 
 
 @dataclass(frozen=True)
 class CompactedTopic:
     """A compacted topic read as a map: the newest value of every key, tombstones removed.
-    ``segment_ms``: the topic's ``segment.ms`` when this creates it (mirrorflow's own
-    topics: :data:`STATE_SEGMENT_MS`; MM2's keep the broker's default, as MM2 creates them)."""
+    Created (where missing) with :data:`STATE_SEGMENT_MS`; a topic that exists keeps its
+    own settings."""
 
     cluster: ClusterConfig
     topic: str
     partitions: int = 1
     replication_factor: int = 1
-    segment_ms: int | None = None
 
     def ensure(self) -> None:
-        """Create the topic (compacted) unless it exists."""
-        config = {"cleanup.policy": "compact"}
-        if self.segment_ms is not None:
-            config["segment.ms"] = str(self.segment_ms)
+        """Create the topic (compacted, 10-minute segments) unless it exists."""
         clients.ensure_topic(self.cluster, self.topic, self.partitions,
-                             self.replication_factor, config=config)
+                             self.replication_factor,
+                             config={"cleanup.policy": "compact",
+                                     "segment.ms": str(STATE_SEGMENT_MS)})
 
     def read(self) -> dict[bytes, bytes]:
         """Every key's newest value. A missing topic reads as empty."""

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from mirrorflow.config.model import ClusterConfig
 from mirrorflow.kafka import clients
-from mirrorflow.kafka.internal_topics import STATE_SEGMENT_MS, CompactedTopic
+from mirrorflow.kafka.internal_topics import CompactedTopic
 from mirrorflow.lease import check_held
 
 log = logging.getLogger(__name__)
@@ -115,8 +115,7 @@ class HistoryStore:
     """A flow's history on its target (see the module's note)."""
 
     def __init__(self, target: ClusterConfig, source_alias: str, replication_factor: int = 1):
-        self.topic = CompactedTopic(target, history_topic(source_alias), 1, replication_factor,
-                                    STATE_SEGMENT_MS)
+        self.topic = CompactedTopic(target, history_topic(source_alias), 1, replication_factor)
 
     def read(self) -> tuple[dict[TopicPart, RemotePartition], dict[TopicPart, list]]:
         """(remote partition -> its history, source partition -> its syncs [(up, down)])."""

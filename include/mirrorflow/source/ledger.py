@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from mirrorflow.config.model import ClusterConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
-from mirrorflow.kafka.internal_topics import STATE_SEGMENT_MS, CompactedTopic, read_log
+from mirrorflow.kafka.internal_topics import CompactedTopic, read_log
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +154,7 @@ class Span:
 
 def spans_store(target: ClusterConfig, source_alias: str,
                 replication_factor: int = 1) -> CompactedTopic:
-    return CompactedTopic(target, spans_topic(source_alias), 1, replication_factor,
-                          STATE_SEGMENT_MS)
+    return CompactedTopic(target, spans_topic(source_alias), 1, replication_factor)
 
 
 def read_spans(target: ClusterConfig, source_alias: str,

@@ -11,7 +11,7 @@ import logging
 import time
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
-from mirrorflow.kafka.internal_topics import STATE_SEGMENT_MS, CompactedTopic
+from mirrorflow.kafka.internal_topics import CompactedTopic
 from mirrorflow.lease import check_held
 from mirrorflow.source.plan_records import Plan, PlanError, PlanNotPendingError
 
@@ -31,7 +31,7 @@ class PlanStore:
     def __init__(self, config: MirrorConfig, flow: FlowConfig):
         self.flow = flow.name
         self.topic = CompactedTopic(config.cluster(flow.target), plans_topic(flow.source), 1,
-                                    flow.get("replication.factor"), STATE_SEGMENT_MS)
+                                    flow.get("replication.factor"))
 
     def require_pending(self, plan_id: str) -> None:
         """Raise :class:`PlanNotPendingError` unless ``plan_id`` is the pending plan, naming
