@@ -145,7 +145,8 @@ def test_internal_topics_roll_segments_so_the_cleaner_bounds_them(
     tasks read a topic from its log start); a topic that exists keeps its settings."""
     config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
                           f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n"
-                          "replication.factor = 1\n")
+                          "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+                          "checkpoints.topic.replication.factor = 1\n")
     flow, target = config.flow("a->b"), config.cluster("b")
     create_topic(two_clusters["b"], "heartbeats", 1, {"cleanup.policy": "compact"})
     with FlowLease(config, flow, "r"):  # creates the leases' log
