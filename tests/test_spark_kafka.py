@@ -229,48 +229,6 @@ def test_one_mib_values_survive_the_mirror_exactly(spark, two_clusters, tmp_path
     assert read_partition(b, "a.blobs", 0) == read_partition(a, "blobs", 0) == big
 
 
-def _kafka_reads_since(spark, first: int) -> list[tuple[str, str | None]]:
-    """(plan's first operator, factory mode) of each SQL execution from index ``first`` on
-    that read Kafka, as Spark's status store recorded them."""
-    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
-    out = []
-    for i in range(first, executions.size()):
-        execution = executions.apply(i)
-        plan = execution.physicalPlanDescription()
-        if "KafkaScan" in plan:
-            mode = execution.modifiedConfigs().get(FACTORY_MODE)
-            out.append(("MapInArrow" if "MapInArrow" in plan else "HashAggregate"
-                        if "HashAggregate" in plan else "other",
-                        mode.get() if mode.isDefined() else None))
-    return out
-
-
-def test_the_mirror_and_its_proof_read_a_trickle_with_interpreted_projections(
-        spark, two_clusters, tmp_path: Path) -> None:
-    from mirrorflow.quality.validate import validate_plan
-
-    a, b = two_clusters["a"], two_clusters["b"]
-    create_topic(a, "drips", 3)
-    produce(a, "drips", varied_records(30), 3)
-    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
-                       "a->b.topics = drips\nemit.heartbeats.enabled = false\n")
-    config = load_config(path)
-    flow = config.flow("a->b")
-    plan, _ = plan_run(config, flow, "drips-run")
-    first = spark._jsparkSession.sharedState().statusStore().executionsList().size()
-    result = mirror(spark, config, flow, plan)
-    validation = validate_plan(spark, config, flow, plan, result, plan.run_id)
-    assert validation.success, validation.failures
-    assert validation.verified_records == 30
-    assert [read_partition(b, "a.drips", p) for p in range(3)] == [
-        read_partition(a, "drips", p) for p in range(3)]
-    # 3 ranges of 10 records: the mirror's write and the proof's aggregation both ran
-    # interpreted, and the session's setting is unset again afterwards.
-    assert _kafka_reads_since(spark, first) == [("MapInArrow", "NO_CODEGEN"),
-                                                ("HashAggregate", "NO_CODEGEN")]
-    assert spark.conf.get(FACTORY_MODE, None) is None
-
-
 def test_read_defaults_yield_to_the_clusters_own_settings() -> None:
     cluster = parse_config("clusters = a\na.bootstrap.servers = a:9092\n"
                            "a.consumer.max.partition.fetch.bytes = 1048576\n").cluster("a")
