@@ -13,13 +13,7 @@ from helpers.kafka import config_file, create_topic, produce, read_partition, to
 from mirrorflow.config.loader import load_config, parse_config
 from mirrorflow.kafka import clients
 from mirrorflow.source.plan import plan_run
-from mirrorflow.spark.kafka_source import (
-    FACTORY_MODE,
-    kafka_options,
-    read_ranges,
-    reader_group,
-    row_projections,
-)
+from mirrorflow.spark.kafka_source import kafka_options, read_ranges, reader_group
 from mirrorflow.spark.mirror import mirror
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
@@ -66,43 +60,6 @@ def test_exact_ranges_with_headers_nulls_and_timestamps(spark, two_clusters) -> 
                 int(r.timestamp.timestamp() * 1000 + 0.5)) for r in by_part[p]]
         assert got == expected
         assert {r.timestampType for r in by_part[p]} == {0}
-
-
-def test_short_ranges_are_read_with_interpreted_projections_and_the_setting_put_back(
-        spark, two_clusters) -> None:
-    a = two_clusters["a"]
-    create_topic(a, "trickle", 2)
-    produce(a, "trickle", varied_records(40), 2)
-    cluster = parse_config(f"clusters = a\na.bootstrap.servers = {a}\n").cluster("a")
-    ranges = [("trickle", 0, 3, 9), ("trickle", 1, 0, 20)]
-
-    def read() -> list[tuple]:
-        frame = read_ranges(spark, cluster, ranges, topic_ids={})
-        return [(r.partition, r.offset, r.key, r.value, r.headers, r.timestamp)
-                for r in frame.orderBy("partition", "offset").collect()]
-
-    generated = read()
-    assert spark.conf.get(FACTORY_MODE, None) is None
-    with row_projections(spark, ranges=2, records=26):  # 13 records a range: interpreted
-        assert spark.conf.get(FACTORY_MODE) == "NO_CODEGEN"
-        assert read() == generated
-    assert len(generated) == 26
-    assert spark.conf.get(FACTORY_MODE, None) is None  # unset again, as it was
-    # Long ranges (5,000 records a range or more) keep Spark's generated projections.
-    with row_projections(spark, ranges=2, records=10_000):
-        assert spark.conf.get(FACTORY_MODE, None) is None
-    with row_projections(spark, ranges=0, records=0):
-        assert spark.conf.get(FACTORY_MODE, None) is None
-    # A session's own value comes back, after a failure inside too.
-    spark.conf.set(FACTORY_MODE, "FALLBACK")
-    try:
-        with pytest.raises(ZeroDivisionError, match="division by zero"), \
-                row_projections(spark, ranges=1000, records=3000):
-            assert spark.conf.get(FACTORY_MODE) == "NO_CODEGEN"
-            1 / 0  # noqa: B018
-        assert spark.conf.get(FACTORY_MODE) == "FALLBACK"
-    finally:
-        spark.conf.unset(FACTORY_MODE)
 
 
 def test_read_committed_hides_aborted_records_and_uncommitted_shows_them(spark,

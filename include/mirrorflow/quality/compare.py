@@ -45,7 +45,7 @@ from mirrorflow.quality.digests import record_digest, restamped
 from mirrorflow.schema.mapping import ProofView
 from mirrorflow.schema.wire import rewrite_sql
 from mirrorflow.source.plan_records import write_slots
-from mirrorflow.spark.kafka_source import read_ranges, row_projections
+from mirrorflow.spark.kafka_source import read_ranges
 
 BUCKET = 1 << 16  # offsets per join bucket
 KEY = ["remote_topic", "partition"]
@@ -195,14 +195,12 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     records = _newest_per_key(
         F, sides[0] if len(sides) == 1 else sides[0].unionByName(sides[1]), thinned)
     kept = F.col("kept")
-    read = [*unread, *readable]
-    with row_projections(spark, len(read), sum(r.end - r.start for r in read)):
-        rows = (records.where(F.col("side") != "o")
-                .groupBy("side", *KEY)
-                .agg(F.count("*").alias("all"), F.count(F.when(kept, 1)).alias("n"),
-                     F.bit_xor(F.when(kept, F.xxhash64("digest", "d"))).alias("x"),
-                     F.min("d").alias("first"), F.max("d").alias("last"))
-                .collect())
+    rows = (records.where(F.col("side") != "o")
+            .groupBy("side", *KEY)
+            .agg(F.count("*").alias("all"), F.count(F.when(kept, 1)).alias("n"),
+                 F.bit_xor(F.when(kept, F.xxhash64("digest", "d"))).alias("x"),
+                 F.min("d").alias("first"), F.max("d").alias("last"))
+            .collect())
     for row in rows:
         item = out.setdefault((row["remote_topic"], row["partition"]), Compared())
         if row["side"] == "f":

@@ -21,12 +21,11 @@ completeness check, which name the range.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 
 from mirrorflow.config.model import ClusterConfig
 from mirrorflow.kafka import clients
@@ -55,14 +54,6 @@ READ_DEFAULTS = {"kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS,
                  "kafka.auto.include.jmx.reporter": "false",
                  "kafka.receive.buffer.bytes": "-1",
                  "kafka.max.partition.fetch.bytes": str(8 * 1024 * 1024)}
-# Spark's Kafka reader gives every input partition (a range) a converter of its own, whose
-# two row projections Spark generates as Java source and looks up in its code cache: a
-# few milliseconds of an executor's CPU per range (a third of it in a JFR profile of 1,000
-# ranges of 3 records), where an interpreted projection costs about half a microsecond
-# more per record. A read of shorter ranges than this on average runs interpreted
-# (:func:`row_projections`).
-INTERPRETED_BELOW_RECORDS_PER_RANGE = 5_000
-FACTORY_MODE = "spark.sql.codegen.factoryMode"
 
 
 def kafka_options(cluster: ClusterConfig, isolation: str | None = None) -> dict[str, str]:
@@ -129,31 +120,6 @@ def read_ranges(spark, cluster: ClusterConfig, ranges: Iterable[OffsetRange],
     if split_records:
         reader = reader.option("maxRecordsPerPartition", str(split_records))
     return reader.load()
-
-
-@contextlib.contextmanager
-def row_projections(spark, ranges: int, records: int) -> Iterator[None]:
-    """Run the Spark actions inside with interpreted row projections when they read
-    ``ranges`` ranges of ``records`` records in all, fewer than
-    :data:`INTERPRETED_BELOW_RECORDS_PER_RANGE` a range on average: measured on a warm
-    Connect server, 1,000 ranges of 3 records mirrored in 2.1-2.9 s instead of 3.6-5.0 s
-    and proven in 1.2-1.8 s instead of 2.1-4.1 s, while 2,000,000 records over 8 ranges
-    ran 5-30 % slower interpreted. Spark's setting
-    (``spark.sql.codegen.factoryMode = NO_CODEGEN``, which Spark's own tests use to run
-    every projection interpreted) is the session's, so it is put back afterwards: a flow's
-    session serves one run at a time (the flow's lease)."""
-    if not ranges or records >= INTERPRETED_BELOW_RECORDS_PER_RANGE * ranges:
-        yield
-        return
-    before = spark.conf.get(FACTORY_MODE, None)
-    spark.conf.set(FACTORY_MODE, "NO_CODEGEN")
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(FACTORY_MODE)
-        else:
-            spark.conf.set(FACTORY_MODE, before)
 
 
 def for_writer(frame, *extra):

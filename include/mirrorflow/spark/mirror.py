@@ -30,7 +30,7 @@ from mirrorflow.source.plan_records import Plan
 from mirrorflow.source.plan_store import PlanStore
 from mirrorflow.source.write_task import WriteTask
 from mirrorflow.source.writer import SlotWriter
-from mirrorflow.spark.kafka_source import for_writer, read_ranges, row_projections
+from mirrorflow.spark.kafka_source import for_writer, read_ranges
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +101,8 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
         known = mapping.stored(PlanStore(config, flow).topic.read()) if transfer else {}
         write = functools.partial(write_slot, config.text, flow.source, flow.target,
                                   pending, known)
-        read = [r for slot_ranges in reads.values() for r in slot_ranges]
         try:
-            with row_projections(spark, len(read), sum(end - start for *_, start, end in read)):
-                rows = frame.mapInArrow(write, RESULT_SCHEMA).collect()
+            rows = frame.mapInArrow(write, RESULT_SCHEMA).collect()
         except Exception as exc:
             raise worker_error(exc) from exc
         attempt = [json.loads(row["result"]) for row in rows]
