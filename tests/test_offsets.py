@@ -12,6 +12,7 @@ from helpers.kafka import create_topic, delete_records, read_partition, topics
 from helpers.mm2 import own_configs
 from mirrorflow.checkpoint.checkpoints import checkpoints_topic
 from mirrorflow.config.loader import parse_config
+from mirrorflow.heartbeat import heartbeats
 from mirrorflow.kafka import internal_topics
 from mirrorflow.kafka.internal_topics import CompactedTopic
 from mirrorflow.lease import FlowLease
@@ -142,11 +143,13 @@ def test_internal_topics_roll_segments_so_the_cleaner_bounds_them(
         two_clusters: dict[str, str]) -> None:
     """Every internal topic mirrorflow creates, its own and MM2's, rolls a segment every 10
     minutes (the log cleaner and retention act only on rolled segments, and each run's
-    tasks read a topic from its log start); a topic that exists keeps its settings."""
+    tasks read a topic from its log start), but for the heartbeats topics, which flows
+    mirror; a topic that exists keeps its settings."""
     config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
                           f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n"
                           "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-                          "checkpoints.topic.replication.factor = 1\n")
+                          "checkpoints.topic.replication.factor = 1\n"
+                          "heartbeats.topic.replication.factor = 1\n")
     flow, target = config.flow("a->b"), config.cluster("b")
     create_topic(two_clusters["b"], "heartbeats", 1, {"cleanup.policy": "compact"})
     with FlowLease(config, flow, "r"):  # creates the leases' log
@@ -157,6 +160,7 @@ def test_internal_topics_roll_segments_so_the_cleaner_bounds_them(
         offset_syncs_topic(config, flow).ensure()
         checkpoints_topic(config, flow).ensure()
         CompactedTopic(target, "heartbeats").ensure()
+        heartbeats.emit(config, flow)  # b's exists; a's (the reverse pair's) is created
     compacted = {"cleanup.policy": "compact", "segment.ms": "600000"}
     for topic in ("mirrorflow-plans.a.internal", "mirrorflow-spans.a.internal",
                   "mirrorflow-history.a.internal", "mm2-offsets.a.internal",
@@ -166,3 +170,8 @@ def test_internal_topics_roll_segments_so_the_cleaner_bounds_them(
     assert own_configs(config, "b", "mirrorflow-leases.internal") == {
         "cleanup.policy": "delete", "retention.ms": "86400000", "segment.ms": "600000"}
     assert own_configs(config, "b", "heartbeats") == {"cleanup.policy": "compact"}
+    # A heartbeats topic mirrorflow creates keeps Kafka's default segments, as MM2's: with
+    # 10-minute ones, a soak's b->c proof failed on every retry once b's cleaner removed
+    # two mirrored records of a.heartbeats between the mirror and the proof.
+    assert own_configs(config, "a", "heartbeats") == {"cleanup.policy": "compact"}
+    assert len(list(internal_topics.read_log(config.cluster("a"), "heartbeats"))) == 1

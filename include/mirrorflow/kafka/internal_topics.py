@@ -205,26 +205,33 @@ def _fetch(cluster: ClusterConfig, topic: str, bounds: dict[tuple[str, int], tup
 # records by the seventh day, read by several tasks of every run). Rolled every 10 minutes,
 # a topic holds about its live keys plus 10 minutes of runs. (MM2 creates its topics
 # compacted with the broker's default segments, and reads them once per worker's life.)
+# Not the heartbeats topics: flows mirror them, and a source record the cleaner removes
+# between a run's mirror and its proof fails that proof on every retry of the plan (the
+# proof reads a range with transaction markers in it from the source again): see
+# :attr:`CompactedTopic.rolls_segments`.
 STATE_SEGMENT_MS = 10 * 60 * 1000
 
 
 @dataclass(frozen=True)
 class CompactedTopic:
     """A compacted topic read as a map: the newest value of every key, tombstones removed.
-    Created (where missing) with :data:`STATE_SEGMENT_MS`; a topic that exists keeps its
-    own settings."""
+    Created (where missing) with :data:`STATE_SEGMENT_MS` unless ``rolls_segments`` is off
+    (a topic flows mirror: the heartbeats); a topic that exists keeps its own settings."""
 
     cluster: ClusterConfig
     topic: str
     partitions: int = 1
     replication_factor: int = 1
+    rolls_segments: bool = True
 
     def ensure(self) -> None:
-        """Create the topic (compacted, 10-minute segments) unless it exists."""
+        """Create the topic (compacted; 10-minute segments where it rolls them) unless it
+        exists."""
+        config = {"cleanup.policy": "compact"}
+        if self.rolls_segments:
+            config["segment.ms"] = str(STATE_SEGMENT_MS)
         clients.ensure_topic(self.cluster, self.topic, self.partitions,
-                             self.replication_factor,
-                             config={"cleanup.policy": "compact",
-                                     "segment.ms": str(STATE_SEGMENT_MS)})
+                             self.replication_factor, config=config)
 
     def read(self) -> dict[bytes, bytes]:
         """Every key's newest value. A missing topic reads as empty."""
