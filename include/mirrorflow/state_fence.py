@@ -5,6 +5,7 @@ its writes fenced at the broker instead of landing."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from mirrorflow.config.model import ClusterConfig
@@ -156,6 +157,10 @@ class StateFence:
                     # sibling task of this run): only a holder that still holds goes on.
                     log.info("flow %s: state write to %s fenced (%s); fencing again",
                              self.flow, topic.topic, error.str())
+                    # Serve librdkafka's queued lines about it before dropping it (poll
+                    # raises the fencing itself again).
+                    with contextlib.suppress(KafkaException):
+                        self._producer.poll(0)
                     self._producer = self._init()
                     self.verify()
                     refused = None
