@@ -56,8 +56,7 @@ def emits(config: MirrorConfig, flow: FlowConfig) -> bool:
 
 def _write(config: MirrorConfig, pair: FlowConfig, heartbeat: Heartbeat) -> None:
     """Into the pair's target's ``heartbeats`` topic, as the pair's MM2 connector does."""
-    # Kafka's default segments, as MM2 creates it: flows mirror it, and its cleaner must not
-    # remove a record between a run's mirror and its proof (internal_topics.STATE_SEGMENT_MS).
+    # Kafka's default segments, as MM2 creates it: flows mirror it (STATE_SEGMENT_MS's note).
     topic = CompactedTopic(config.cluster(pair.target), pair.policy().heartbeats_topic(), 1,
                            pair.get("heartbeats.topic.replication.factor"),
                            rolls_segments=False)
