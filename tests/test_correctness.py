@@ -15,7 +15,9 @@ from helpers.kafka import (
     commit,
     config_file,
     create_topic,
+    delete_records,
     produce,
+    produce_in_transactions,
     produce_with_java,
     read_partition,
     varied_records,
@@ -253,5 +255,53 @@ def test_a_remote_topic_compacted_before_the_proof_is_proven_on_the_newest_recor
 
     assert validation.success, validation.failures
     assert (validation.verified_records, validation.planned_records) == (20, 20)
-    assert "a.accounts: compacted on the target; the newest record of each key is " \
-           "compared" in validation.notes
+    assert "a.accounts: compacted on the source and the target; the newest record of each " \
+           "key is compared" in validation.notes
+
+
+def test_a_source_compacted_between_the_mirror_and_the_proof_is_proven_by_newer_keys(
+        spark, two_clusters, tmp_path: Path) -> None:
+    """A range with transaction markers is read from the source again by its proof. Where
+    the source's cleaner removed records of it for newer ones of their keys in between
+    (as b's cleaner did to mirrored heartbeats in a soak, failing every retry), the newer
+    records prove them; a record the source still holds and the target lost is named."""
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "profiles", 1, {"cleanup.policy": "compact", "segment.ms": "1",
+                                    "min.cleanable.dirty.ratio": "0.001",
+                                    "min.compaction.lag.ms": "0"})
+    create_topic(b, "a.profiles", 1)  # the target keeps every record
+    first = [(f"k{k}".encode(), f"v{k}-0".encode(), None, 1_700_000_000_000 + k)
+             for k in range(10)]
+    produce_in_transactions(a, "profiles", first, 1, per_txn=5)  # 0-4, 6-10; markers 5, 11
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\nsync.topic.configs.enabled = false\n")
+    config = load_config(path)
+    flow = config.flow("a->b")
+    plan, _ = plan_run(config, flow, "run-1")
+    run_steps(spark, config, flow, plan, steps=("mirror",), run_id="run-1")
+    # Newer records of k0..k4 after the plan's range: the cleaner may drop offsets 0-4.
+    produce_in_transactions(a, "profiles", [(f"k{k}".encode(), f"v{k}-1".encode(), None,
+                                             1_700_000_000_100 + k) for k in range(5)], 1, 5)
+    deadline = time.monotonic() + 90
+    while len(read_partition(a, "profiles", 0)) > 10:
+        assert time.monotonic() < deadline, "the log cleaner did not compact profiles"
+        time.sleep(1)
+    assert [k for k, *_ in read_partition(a, "profiles", 0)] == [
+        f"k{k}".encode() for k in (5, 6, 7, 8, 9, 0, 1, 2, 3, 4)]
+
+    _, validation = run_steps(spark, config, flow, plan, steps=("validate",), run_id="run-1")
+
+    assert validation.success, validation.failures
+    assert (validation.verified_records, validation.planned_records) == (10, 10)
+    for note in ("a.profiles: compacted on the source; the newest record of each key is "
+                 "compared",
+                 "a.profiles[0]: 5 records the source's cleaner removed after the mirror read "
+                 "them are proven by newer records of their keys"):
+        assert note in validation.notes, validation.notes
+
+    delete_records(b, "a.profiles", 0, 7)  # the copies of k0..k4 (excused), k5 and k6 (not)
+    _, validation = run_steps(spark, config, flow, plan, steps=("validate",), run_id="run-1")
+
+    assert not validation.success
+    assert "profiles[0] -> a.profiles[0]: 2 source records missing on the target" in \
+        validation.failures, validation.failures

@@ -7,12 +7,13 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from helpers.kafka import (
     config_file,
     create_topic,
     produce,
+    produce_in_transactions,
     read_as_group,
     read_partition,
     varied_records,
@@ -23,20 +24,6 @@ from mirrorflow.config.loader import load_config
 from mirrorflow.run import run_cycle
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
-
-
-def produce_in_transactions(bootstrap: str, topic: str, records: list, partitions: int,
-                            per_txn: int) -> None:
-    """Every committed transaction leaves a marker: the partition's offsets get gaps."""
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"gaps-{topic}"})
-    producer.init_transactions(30)
-    for start in range(0, len(records), per_txn):
-        producer.begin_transaction()
-        for i in range(start, min(start + per_txn, len(records))):
-            key, value, headers, ts = records[i]
-            producer.produce(topic, value, key, partition=i % partitions, headers=headers,
-                             timestamp=ts)
-        producer.commit_transaction(30)
 
 
 def consume_and_commit(bootstrap: str, group: str, topic: str, partitions: int,

@@ -78,6 +78,20 @@ def produce(bootstrap: str, topic: str, records: list, partitions: int, **conf) 
     assert not errors, errors[0]
 
 
+def produce_in_transactions(bootstrap: str, topic: str, records: list, partitions: int,
+                            per_txn: int) -> None:
+    """Every committed transaction leaves a marker: the partition's offsets get gaps."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"gaps-{topic}"})
+    producer.init_transactions(30)
+    for start in range(0, len(records), per_txn):
+        producer.begin_transaction()
+        for i in range(start, min(start + per_txn, len(records))):
+            key, value, headers, ts = records[i]
+            producer.produce(topic, value, key, partition=i % partitions, headers=headers,
+                             timestamp=ts)
+        producer.commit_transaction(30)
+
+
 def settle(bootstrap: str, topic: str, partition: int, timeout: float = 3.0) -> None:
     """Wait (up to ``timeout``) until the partition's last stable offset reaches its end: a
     transaction's markers land a moment after its commit returns, and a read_committed

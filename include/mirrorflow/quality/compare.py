@@ -24,6 +24,16 @@ aggregates prove every record, from one read of the target. Where they differ, i
 compared again exactly, and on both sides only the newest record of each key in the range
 counts (what compaction keeps, and what a consumer ends up with).
 
+A **compacted source** topic loses records the same way, on the source, between the
+mirror and a proof that reads the range again (a range with gaps, such as transaction
+markers, or a retried plan): even the newest record of a key in the range goes once a
+newer one follows the range. Where aggregates differ, such a range is compared on the
+newest record of each key too, and a key the range's source no longer holds at all counts
+as proven where the source holds a record of it after the range (read back to its end,
+keys only), or its record is a tombstone: the cleaner removes a record only for a newer
+one of its key, and a tombstone after ``delete.retention.ms``. A record the
+source still holds is never excused, so a record the mirror lost is still named.
+
 Per range, count and ``bit_xor(xxhash64(digest, remote offset))`` over the source
 records and over the flow's own target records are equal exactly when every source
 record sits at the remote offset claimed for it, with equal content, and nothing else
@@ -106,6 +116,7 @@ class Compared:
     first_bad_source_offset: int | None = None
     first_bad_target_offset: int | None = None
     newest_per_key: bool = False  # compared as compacted: the newest record of each key
+    source_compacted: bool = False  # ... because the source's cleaner compacts it
 
     @property
     def equal(self) -> bool:
@@ -147,7 +158,8 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
             split_records: int | None = None, compacted: set[str] = frozenset(),
             exact: bool = False, restamp_ms: int = 0, *,
             topic_ids: Mapping[str, Mapping[str, str]],
-            schemas: ProofView | None = None) -> dict[tuple[str, int], Compared]:
+            schemas: ProofView | None = None,
+            source_compacted: set[str] = frozenset()) -> dict[tuple[str, int], Compared]:
     """Per remote partition: the range's aggregates on both sides, the region's foreign
     records and, where the aggregates differ, the record-by-record findings.
     ``topic_ids``: per cluster alias, the flow's topics there and their ids (the reads'
@@ -159,7 +171,9 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     of every target record, and count compacted topics' newest records only.
     ``restamp_ms``: the plan's time, which the writer gave source records stamped at or
     before the epoch (:func:`digests.restamp`). ``schemas``: a schema transfer's id
-    mappings, as the comparison applies them."""
+    mappings, as the comparison applies them. ``source_compacted``: the remote topics whose
+    source topic the source's cleaner compacts (asked of the source, where a first pass
+    finds partitions unequal)."""
     from pyspark.sql import functions as F
 
     out: dict[tuple[str, int], Compared] = {(r.remote_topic, r.partition): Compared()
@@ -192,10 +206,16 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
                                   split_records, assumed, topic_ids[flow.target], schemas))
     if not sides:
         return out
-    records = _newest_per_key(
-        F, sides[0] if len(sides) == 1 else sides[0].unionByName(sides[1]), thinned)
+    tails = [r for r in ranges if r.remote_topic in thinned & source_compacted]
+    if tails and (tail := _source_tail(spark, F, config, flow, tails, remote_of,
+                                       split_records, topic_ids[flow.source])):
+        sides.append(tail)
+    union = sides[0]
+    for side in sides[1:]:
+        union = union.unionByName(side)
+    records = _newest_per_key(F, union, thinned, source_compacted)
     kept = F.col("kept")
-    rows = (records.where(F.col("side") != "o")
+    rows = (records.where(~F.col("side").isin("o", "x"))
             .groupBy("side", *KEY)
             .agg(F.count("*").alias("all"), F.count(F.when(kept, 1)).alias("n"),
                  F.bit_xor(F.when(kept, F.xxhash64("digest", "d"))).alias("x"),
@@ -215,7 +235,14 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
                                - item.source.compared)
     for key, item in out.items():
         item.newest_per_key = key[0] in thinned
+        item.source_compacted = item.newest_per_key and key[0] in source_compacted
     unequal = [key for key, item in out.items() if not item.equal]
+    if unequal and not exact:
+        differ = set(unequal)
+        source_compacted = {remote_of[t] for t in compacted_topics(
+            config.cluster(flow.source),
+            {r.topic for r in ranges if (r.remote_topic, r.partition) in differ})}
+        compacted = set(compacted) | source_compacted
     again = [key for key in unequal
              if key in written or assumed or (not exact and key[0] in compacted)]
     if again:  # to name what differs, read those ranges' source and owners after all
@@ -224,7 +251,7 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
             [replace(r, written=None) for r in ranges if (r.remote_topic, r.partition) in again],
             [r for r in regions if (r.remote_topic, r.partition) in again], no_timestamps,
             split_records, compacted, exact=True, restamp_ms=restamp_ms, topic_ids=topic_ids,
-            schemas=schemas))
+            schemas=schemas, source_compacted=source_compacted))
         unequal = [key for key in unequal if key not in again]
     if unequal:
         for key, found in _diagnose(spark, F, records.where(kept), unequal).items():
@@ -233,20 +260,43 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     return out
 
 
-def _newest_per_key(F, records, compacted: set[str]):
+def compacted_topics(cluster, topics: Iterable[str]) -> set[str]:
+    """Of ``topics`` on ``cluster``, those its log cleaner compacts (one request)."""
+    from mirrorflow.source.topic_sync import describe_configs
+
+    return {t for t, entries in describe_configs(cluster, sorted(set(topics))).items()
+            if compacts(entries)}
+
+
+def compacts(entries: Mapping) -> bool:
+    """Whether a topic's described config entries make the log cleaner compact it."""
+    return "compact" in (getattr(entries.get("cleanup.policy"), "value", None) or "")
+
+
+def _newest_per_key(F, records, compacted: set[str], source_compacted: set[str]):
     """Mark (``kept``) what the comparison counts: every record, except on compacted
     remote topics, where of the flow's own records only the newest of each key per side
-    counts (foreign records always do)."""
+    counts (foreign records always do). Where the source's cleaner compacts the topic
+    (``source_compacted``), a target record of a key the range's source no longer holds
+    is superseded, not counted, when the source's tail (side ``x``) holds a newer record of
+    its key or it is a tombstone (which the cleaner drops after ``delete.retention.ms``)."""
     if not compacted:
-        return records.drop("k").withColumn("kept", F.lit(True))
+        return records.drop("k", "tombstone").withColumn("kept", F.lit(True))
     from pyspark.sql import Window
 
-    mine = _in(F.col("remote_topic"), compacted, F) & F.col("side").isin("s", "t")
-    place = F.when(F.col("side") == "s", F.col("u")).otherwise(F.col("d"))
+    side = F.col("side")
+    mine = _in(F.col("remote_topic"), compacted, F) & side.isin("s", "t", "x")
+    place = F.when(side == "s", F.col("u")).otherwise(F.col("d"))
     newest = F.max(place).over(Window.partitionBy("side", *KEY, "k"))
+    of_key = Window.partitionBy(*KEY, "k")
+    gone = (F.max((side == "s").cast("int")).over(of_key) == 0) & _in(
+        F.col("remote_topic"), source_compacted, F)
+    superseded = gone & ((F.max((side == "x").cast("int")).over(of_key) == 1)
+                         | F.col("tombstone"))
     return (records.where(~mine).withColumn("kept", F.lit(True))
-            .unionByName(records.where(mine).withColumn("kept", place == newest))
-            .drop("k"))
+            .unionByName(records.where(mine).withColumn(
+                "kept", (place == newest) & ~((side == "t") & superseded)))
+            .drop("k", "tombstone"))
 
 
 def _with_ids(F, frame, maps: dict[str, dict[tuple[str, int], int]], topic_of=None):
@@ -269,18 +319,46 @@ def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split
                   flow=flow, topic_ids=topic_ids)
     if schemas:
         frame = _with_ids(F, frame, schemas.same, remote_of)
-    remote = F.create_map(*[F.lit(x) for pair in remote_of.items() for x in pair])
+    remote = _remote_topic(F, remote_of)
     records = frame.select(
-        "topic", "partition", "offset", remote[F.col("topic")].alias("remote_topic"),
-        record_digest(F, ~_in(remote[F.col("topic")], no_timestamps, F),
+        "topic", "partition", "offset", remote.alias("remote_topic"),
+        record_digest(F, ~_in(remote, no_timestamps, F),
                       restamped(F, restamp_ms),
                       headers=not schemas or schemas.headers).alias("digest"),
-        F.col("key").alias("k"))
+        F.col("key").alias("k"), F.col("value").isNull().alias("tombstone"))
     runs = [(r.topic, r.partition, lo, hi, delta) for r in ranges for lo, hi, delta in _runs(r)]
     return _lookup(spark, F, records, runs, "long").select(
         F.lit("s").alias("side"), "remote_topic", "partition",
         (F.col("offset") + F.col("found")).alias("d"), F.col("offset").alias("u"), "digest",
-        "k")
+        "k", "tombstone")
+
+
+def _remote_topic(F, remote_of: Mapping[str, str]):
+    """The remote topic of a source record's ``topic`` (``remote_of``: topic -> remote)."""
+    return F.create_map(*[F.lit(x) for pair in remote_of.items() for x in pair])[
+        F.col("topic")]
+
+
+def _source_tail(spark, F, config, flow, ranges, remote_of, split,
+                 topic_ids: Mapping[str, str]):
+    """(side 'x', remote_topic, partition, k): the keys the source holds after each range,
+    up to its end now (what excuses a key the range's source no longer holds)."""
+    from mirrorflow.kafka.watermarks import probe_watermarks
+
+    source = config.cluster(flow.source)
+    ends = probe_watermarks(source, [(r.topic, r.partition) for r in ranges],
+                            source.isolation_level())
+    tails = [(r.topic, r.partition, r.end, ends[(r.topic, r.partition)].high)
+             for r in ranges if ends[(r.topic, r.partition)].high > r.end]
+    if not tails:
+        return None
+    frame = _read(spark, source, tails, split, flow=flow, topic_ids=topic_ids)
+    return frame.select(
+        F.lit("x").alias("side"), _remote_topic(F, remote_of).alias("remote_topic"),
+        "partition",
+        F.lit(None).cast("long").alias("d"), F.col("offset").alias("u"),
+        F.lit(None).cast("long").alias("digest"), F.col("key").alias("k"),
+        F.lit(False).alias("tombstone"))
 
 
 def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed: bool,
@@ -296,7 +374,7 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
     records = frame.select(
         "topic", "partition", "offset",
         record_digest(F, ~_in(F.col("topic"), no_timestamps, F)).alias("digest"),
-        F.col("key").alias("k"))
+        F.col("key").alias("k"), F.col("value").isNull().alias("tombstone"))
     if assumed:
         records = records.withColumn("found", F.lit("t"))
     else:
@@ -307,7 +385,7 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
     return records.select(
         F.coalesce("found", F.lit("f")).alias("side"), F.col("topic").alias("remote_topic"),
         "partition", F.col("offset").alias("d"), F.lit(None).cast("long").alias("u"),
-        "digest", "k")
+        "digest", "k", "tombstone")
 
 
 def _read(spark, cluster, ranges: list[tuple[str, int, int, int]], split: int | None,

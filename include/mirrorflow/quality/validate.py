@@ -44,6 +44,7 @@ import hashlib
 import logging
 import math
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -51,7 +52,7 @@ from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import reports, schema_check
-from mirrorflow.quality.compare import Compared, RangeCheck, RegionCheck, compare
+from mirrorflow.quality.compare import Compared, RangeCheck, RegionCheck, compacts, compare
 from mirrorflow.quality.suites import build_docs, expectations_dir, run_suites, user_suites
 from mirrorflow.quality.sync_check import range_findings
 from mirrorflow.quality.verdicts import (
@@ -251,7 +252,26 @@ def remote_topic_traits(config: MirrorConfig, flow: FlowConfig,
 
     return ({t for t, e in described.items()
              if value(e, "message.timestamp.type") == "LogAppendTime"},
-            {t for t, e in described.items() if "compact" in value(e, "cleanup.policy")})
+            {t for t, e in described.items() if compacts(e)})
+
+
+def compaction_notes(found: dict[TopicPart, Compared], compacted: set[str],
+                     verdicts: Iterable[PartitionVerdict]) -> list[str]:
+    """Per remote topic compared on the newest record of each key, where it is compacted;
+    per partition, the records a compacted source removed that newer ones prove."""
+    at_source: dict[str, bool] = {}
+    for (topic, _), item in found.items():
+        if item.newest_per_key:
+            at_source[topic] = at_source.get(topic, False) or item.source_compacted
+    notes = []
+    for topic, source in sorted(at_source.items()):
+        where = [w for w, yes in (("the source", source), ("the target", topic in compacted))
+                 if yes]
+        notes.append(f"{topic}: compacted on {' and '.join(where)}; the newest record of "
+                     f"each key is compared")
+    return notes + [f"{v.remote_topic}[{v.partition}]: {v.superseded} records the source's "
+                    f"cleaner removed after the mirror read them are proven by newer records "
+                    f"of their keys" for v in verdicts if v.superseded]
 
 
 def restamp_notes(plan: Plan, result: dict) -> list[str]:
@@ -270,6 +290,11 @@ def _fill(verdict: PartitionVerdict, found: Compared) -> None:
         return
     verdict.source_records, verdict.target_records = (found.source.records,
                                                       found.target.records)
+    if found.source_compacted and found.equal and verdict.source_records < verdict.planned:
+        # Records the source's cleaner removed for newer ones of their keys: accounted for.
+        verdict.superseded = verdict.planned - verdict.source_records
+        verdict.source_records += verdict.superseded
+        verdict.target_records += verdict.superseded
     verdict.source_digest = f"{(found.source.digest or 0) & (2**64 - 1):016x}"
     verdict.target_digest = f"{(found.target.digest or 0) & (2**64 - 1):016x}"
     for name in ("missing", "duplicates", "altered", "misplaced", "first_bad_source_offset",
@@ -347,9 +372,7 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
                 _fill(verdict, found[rp])
         validation.notes += [f"{t}: timestamps not compared (message.timestamp.type = "
                              f"LogAppendTime on the target)" for t in sorted(no_timestamps)]
-        thinned = {rp[0] for rp, item in found.items() if item.newest_per_key}
-        validation.notes += [f"{t}: compacted on the target; the newest record of each key "
-                             f"is compared" for t in sorted(thinned)]
+        validation.notes += compaction_notes(found, compacted, checks.verdicts.values())
     validation.notes += restamp_notes(plan, result)
     source_ends = {tp: w.high for tp, w in probe_watermarks(
         config.cluster(flow.source), [(r.topic, r.partition) for r in plan.ranges]).items()}

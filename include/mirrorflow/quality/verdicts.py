@@ -52,6 +52,9 @@ class PartitionVerdict:
     # were written and before the proof read them again, and how many copies they have.
     lost: tuple[int, int] | None = None
     unproven: int = 0
+    # Records of a compacted source that its cleaner removed after the mirror read them,
+    # each proven by a newer record of its key (counted in source and target records).
+    superseded: int = 0
 
     @property
     def checked(self) -> bool:
