@@ -93,7 +93,11 @@ class Airflow(LocalAirflow):
             if quiet_since is not None and now - quiet_since >= 15 and now - started >= 75:
                 return
             time.sleep(5)
-        raise RuntimeError(f"the flows' DAG runs did not end within {timeout:.0f}s")
+        stuck = self.query("select dag_id, run_id, task_id, state, start_date from "
+                           "task_instance where state in ('running', 'queued', "
+                           "'up_for_retry', 'up_for_reschedule')")
+        raise RuntimeError(f"the flows' DAG runs did not end within {timeout:.0f}s; tasks "
+                           f"not done: {stuck}")
 
     def wait_for_dags(self, count: int, timeout: float = 180.0) -> None:
         """Until the DAG processor has stored ``count`` DAGs."""

@@ -1,10 +1,12 @@
 """mirrorflow's Airflow plugin: metrics endpoint, status view and reports under /mirrorflow
-on the API server, and "Replication" in the UI's Browse menu (mirrorflow.airflow.plugin)."""
+on the API server, and "Replication" in the UI's Browse menu (mirrorflow.airflow.plugin);
+in task processes, the watchdog of every flow task (mirrorflow.airflow.watchdog)."""
 
 from typing import ClassVar
 
 from airflow.plugins_manager import AirflowPlugin
 
+from mirrorflow.airflow import watchdog
 from mirrorflow.airflow.plugin import PREFIX, app
 
 
@@ -14,3 +16,4 @@ class MirrorflowPlugin(AirflowPlugin):
     external_views: ClassVar[list[dict]] = [
         {"name": "Replication", "href": f"{PREFIX}/status", "destination": "nav",
          "url_route": "mirrorflow", "category": "browse"}]
+    listeners: ClassVar[list] = [watchdog]

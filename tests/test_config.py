@@ -69,6 +69,8 @@ MIRRORFLOW_DEFAULTS = {
     "mirrorflow.spark.master": "local[*]",
     "mirrorflow.spark.conn.id": "spark_default",
     "mirrorflow.retry.delay.seconds": 60,
+    "mirrorflow.task.timeout.seconds": 600,
+    "mirrorflow.mirror.timeout.seconds": 7200,
     "mirrorflow.lease.timeout.seconds": 30,
     "mirrorflow.lease.wait.seconds": 60,
     "mirrorflow.lease.run.timeout.seconds": 900,

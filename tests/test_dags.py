@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -92,6 +94,8 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
                     "c->a.mirrorflow.schedule = none\n"
                     "c->a.sync.topic.configs.enabled = false\n"
                     "c->a.sync.topic.acls.enabled = false\n"
+                    "c->a.mirrorflow.task.timeout.seconds = 120\n"
+                    "c->a.mirrorflow.mirror.timeout.seconds = 900\n"
                     "b->a.emit.heartbeats.enabled = true\n")
     bag = dagbag_for(path, repo / "dags", monkeypatch)
     full, bare = bag.dags["mirror__a__b"], bag.dags["mirror__c__a"]
@@ -130,6 +134,63 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
                                 "reset_timestamp_ms", "confirm_reset"}
     for dag in (full, bare):
         assert all(t.retries >= 2 and t.doc_md for t in dag.tasks), dag.dag_id
+    # Every task but the sensors (their waits have timeouts of their own) has a limit.
+    assert {t.task_id: t.execution_timeout for t in full.tasks} == {
+        "claim_flow": None, "await_heartbeat": None, "mirror": timedelta(hours=2),
+        **dict.fromkeys(("plan", "commit_and_sync_offsets", "checkpoint",
+                         "sync_topic_metadata", "report"), timedelta(minutes=10))}
+    assert {t.task_id: t.execution_timeout for t in bare.tasks} == {
+        "claim_flow": None, "mirror": timedelta(minutes=15),
+        **dict.fromkeys(("plan", "commit_and_sync_offsets", "report"), timedelta(minutes=2))}
+
+
+HUNG_DAG = """
+import signal, threading
+from datetime import datetime, timedelta
+from airflow.sdk import DAG, task
+
+with DAG("hung", start_date=datetime(2026, 1, 1), schedule=None, tags=[{tag!r}]) as dag:
+    @task(execution_timeout=timedelta(seconds=2))
+    def hang_where_python_cannot_be_interrupted():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGALRM}})  # Airflow's timeout
+        print("hanging", flush=True)
+        threading.Event().wait()
+    hang_where_python_cannot_be_interrupted()
+"""
+RUN_HUNG_DAG = """
+import sys
+from airflow.dag_processing.dagbag import DagBag
+DagBag(dag_folder=sys.argv[1]).dags["hung"].test()
+print("the task ended", flush=True)
+"""
+
+
+@pytest.mark.airflow
+@pytest.mark.parametrize("tag", ["mirrorflow", "other"])
+def test_a_task_stuck_past_its_timeout_is_ended_with_its_stacks_in_the_log(
+        airflow_db: Path, tmp_path: Path, tag: str) -> None:
+    """A mirrorflow DAG's task that Airflow's SIGALRM cannot stop (here: the signal is
+    blocked) is ended by the plugin's watchdog 0.2 s after its 2 s execution_timeout, with
+    every thread's stack written to its log; another project's DAG is left alone."""
+    import subprocess
+
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "dags" / "hung.py").write_text(HUNG_DAG.format(tag=tag))
+    try:
+        done = subprocess.run([sys.executable, "-c", RUN_HUNG_DAG, str(tmp_path / "dags")],
+                              capture_output=True, text=True, timeout=20,
+                              env={**os.environ,
+                                   "AIRFLOW__CORE__DAGS_FOLDER": str(tmp_path / "dags")})
+    except subprocess.TimeoutExpired as exc:
+        assert tag == "other", "the watchdog did not end the task"
+        assert "hanging" in (exc.stdout or b"").decode()
+        return
+    assert tag == "mirrorflow", done.stdout[-2000:]
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "hanging" in done.stdout
+    assert "the task ended" not in done.stdout
+    assert "Timeout (0:00:02.200000)!" in done.stderr
+    assert 'in hang_where_python_cannot_be_interrupted' in done.stderr
 
 
 def test_continuous_schedule_runs_back_to_back_one_at_a_time_and_unknown_presets_are_refused(

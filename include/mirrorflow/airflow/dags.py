@@ -337,18 +337,22 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
     """The DAG of one flow; tasks a flow's MM2 properties switch off are not generated."""
     from airflow.sdk import DAG, task
 
+    from mirrorflow.airflow import watchdog
     from mirrorflow.airflow.operators import MirrorJobOperator
     from mirrorflow.airflow.sensors import FlowClaimSensor, HeartbeatSensor
     from mirrorflow.heartbeat import heartbeats
 
     path, name = str(config.path), flow.name
+    # Every task but the sensors (whose waits have timeouts of their own), held to it by
+    # Airflow and, where Python cannot be interrupted, by mirrorflow.airflow.watchdog.
+    limit = timedelta(seconds=flow.get("mirrorflow.task.timeout.seconds"))
     with DAG(
         dag_id=flow.dag_id,
         schedule=flow.get("mirrorflow.schedule"),
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
-        tags=["mirrorflow", f"flow:{name}", f"source:{flow.source}", f"target:{flow.target}"],
+        tags=[watchdog.TAG, f"flow:{name}", f"source:{flow.source}", f"target:{flow.target}"],
         default_args={"retries": RETRIES,
                       "retry_delay": timedelta(seconds=flow.get("mirrorflow.retry.delay.seconds"))},
         params=_params(),
@@ -362,7 +366,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                    "takes the flow for itself until its report lets go; while another live run "
                    "of the flow owns it (a backfill, a manual trigger, another deployment), "
                    "it waits here, rescheduled, holding no worker slot.")
-        planned = task(task_id="plan",
+        planned = task(task_id="plan", execution_timeout=limit,
                        doc_md="This run's heartbeats as MM2 emits them (the pair's into the "
                               "target, the reverse pair's into the source, so that this run's "
                               "mirror carries them), the reset if one is asked, then the "
@@ -371,6 +375,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
         mirror = MirrorJobOperator(
             config_file=path, flow_name=name, conn_id=flow.get("mirrorflow.spark.conn.id"),
             task_id="mirror", pool=SPARK_POOL,
+            execution_timeout=timedelta(seconds=flow.get("mirrorflow.mirror.timeout.seconds")),
             doc_md="The Spark job mirrors the stored plan (Spark's Kafka source, each range "
                    "written by the task that reads it), then proves the target complete, on "
                    "the connection's Spark (Spark Connect, or spark-submit), and gives the "
@@ -379,7 +384,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                    "before anything is committed; Data Docs in the reports. Skipped when "
                    "the plan is empty.")
         # Runs after skipped Spark tasks (nothing to mirror), not after a skipped plan.
-        committed = task(task_id="commit_and_sync_offsets",
+        committed = task(task_id="commit_and_sync_offsets", execution_timeout=limit,
                          trigger_rule="none_failed_min_one_success",
                          doc_md="Emit offset syncs, then commit positions (MM2's offset store).")(
             commit_and_sync_offsets)(path, name, planned)
@@ -396,7 +401,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             last.append(sensed)
         planned >> mirror >> committed
         if flow.get("emit.checkpoints.enabled") or flow.get("sync.group.offsets.enabled"):
-            checkpointed = task(task_id="checkpoint",
+            checkpointed = task(task_id="checkpoint", execution_timeout=limit,
                                 doc_md="Checkpoints for the selected groups, then their "
                                        "translated offsets into idle target groups, forward "
                                        "only (each as the flow enables it, like MM2's "
@@ -404,13 +409,13 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             committed >> checkpointed
             last.append(checkpointed)
         if flow.get("sync.topic.configs.enabled") or flow.get("sync.topic.acls.enabled"):
-            metadata = task(task_id="sync_topic_metadata",
+            metadata = task(task_id="sync_topic_metadata", execution_timeout=limit,
                             doc_md="Topic configs and READ ACLs to the remote topics (MM2's "
                                    "sync.topic.configs / sync.topic.acls), per interval.")(
                 sync_topic_metadata)(path, name)
             planned >> metadata
             last.append(metadata)
-        summary = task(task_id="report", trigger_rule="all_done",
+        summary = task(task_id="report", trigger_rule="all_done", execution_timeout=limit,
                        doc_md="Whatever the other tasks did: the run lets go of the flow, "
                               "writes its summary, the flow's report index and metrics (the "
                               "lag and heartbeat age measured now), then fails past "

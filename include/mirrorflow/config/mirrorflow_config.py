@@ -46,6 +46,23 @@ MIRRORFLOW_SPECS = [
         origin="mirrorflow",
     ),
     PropertySpec(
+        "mirrorflow.task.timeout.seconds",
+        "600",
+        as_positive_int,
+        "Airflow's execution_timeout of every task of the flow's DAG but mirror; a task "
+        "process still running a tenth later (stuck where Python cannot interrupt it) "
+        "dumps its threads' stacks to the task log and exits, and Airflow retries it.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
+        "mirrorflow.mirror.timeout.seconds",
+        "7200",
+        as_positive_int,
+        "The same for the mirror task, whose length follows the backlog (a retry resumes "
+        "after the last committed transaction).",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
         "mirrorflow.lease.timeout.seconds",
         "30",
         as_positive_int,
