@@ -54,19 +54,22 @@ def on_task_instance_running(previous_state, task_instance) -> None:
         arm(seconds)
 
 
-@hookimpl
-def on_task_instance_success(previous_state, task_instance) -> None:
+def _disarm_ours(task_instance) -> None:
+    """Disarm where :func:`on_task_instance_running` armed (not another project's task)."""
     if _limit(task_instance) is not None:
         disarm()
+
+
+@hookimpl
+def on_task_instance_success(previous_state, task_instance) -> None:
+    _disarm_ours(task_instance)
 
 
 @hookimpl
 def on_task_instance_failed(previous_state, task_instance, error) -> None:
-    if _limit(task_instance) is not None:
-        disarm()
+    _disarm_ours(task_instance)
 
 
 @hookimpl
 def on_task_instance_skipped(previous_state, task_instance) -> None:
-    if _limit(task_instance) is not None:
-        disarm()
+    _disarm_ours(task_instance)

@@ -29,7 +29,7 @@ mirror and a proof that reads the range again (a range with gaps, such as transa
 markers, or a retried plan): even the newest record of a key in the range goes once a
 newer one follows the range. Where aggregates differ, such a range is compared on the
 newest record of each key too, and a key the range's source no longer holds at all counts
-as proven where the source holds a record of it after the range (read back to its end,
+as proven where the source holds a record of it after the range (read on to its end,
 keys only), or its record is a tombstone: the cleaner removes a record only for a newer
 one of its key, and a tombstone after ``delete.retention.ms``. A record the
 source still holds is never excused, so a record the mirror lost is still named.
