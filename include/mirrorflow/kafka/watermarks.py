@@ -9,6 +9,8 @@ therefore ends at the LSO and never waits on an open transaction.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,7 +19,12 @@ from mirrorflow.config.model import ClusterConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 
+log = logging.getLogger(__name__)
+
 TopicPart = tuple[str, int]
+# How long librdkafka may take to accept a ListOffsets request (it only queues it, in
+# microseconds): a call that has not returned by then is stuck inside librdkafka.
+SUBMIT_TIMEOUT_S = 10.0
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 
@@ -65,9 +72,19 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
     # to each leader, not two (one per watermark), which counts on a remote cluster.
     pending: dict[str, list[TopicPart]] = {"low": list(wanted), "high": list(wanted)}
     while pending["low"] or pending["high"]:
-        futures = {name: admin.list_offsets({TopicPartition(t, p): specs[name] for t, p in tps},
-                                            isolation_level=level, request_timeout=timeout)
-                   for name, tps in pending.items() if tps}
+        futures = {}
+        for name, tps in pending.items():
+            if tps:
+                request = {TopicPartition(t, p): specs[name] for t, p in tps}
+                while (answers := _submitted(admin, request, level, timeout)) is None:
+                    if time.monotonic() >= deadline:
+                        raise WatermarkError(
+                            f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}): no "
+                            f"admin client took a request to list the offsets of {len(tps)} "
+                            f"partitions in {timeout:g}s (each call stuck in librdkafka for "
+                            f"{SUBMIT_TIMEOUT_S:g}s)")
+                    admin = clients.renewed_admin_client(cluster)
+                futures[name] = answers
         pending, stale = {"low": [], "high": []}, False
         for name, answers in futures.items():
             for tp, future in answers.items():
@@ -89,3 +106,34 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
             time.sleep(0.1)
     return {tp: Watermarks(found["low"][tp], max(found["high"][tp], found["low"][tp]))
             for tp in wanted}
+
+
+def _submitted(admin, request: dict, level, timeout: float) -> dict | None:
+    """``admin.list_offsets(request)``: its futures, or None when the call itself has not
+    returned within :data:`SUBMIT_TIMEOUT_S`.
+
+    The call only queues the request, but twice in a soak a task's first call on a new
+    admin client stayed inside librdkafka's ``rd_kafka_ListOffsets`` (GIL released) for the
+    eleven minutes until the task's watchdog ended the process. Made on a daemon thread,
+    a stuck call is left behind with its client (destroying either would block too), and
+    the caller asks again through a new client, which shares no lock with the old one."""
+    answer: dict = {}
+
+    def call() -> None:
+        try:
+            answer["futures"] = admin.list_offsets(request, isolation_level=level,
+                                                   request_timeout=timeout)
+        except BaseException as exc:  # raised on the caller's thread below
+            answer["error"] = exc
+
+    thread = threading.Thread(target=call, name="list_offsets", daemon=True)
+    thread.start()
+    thread.join(SUBMIT_TIMEOUT_S)
+    if "error" in answer:
+        raise answer["error"]
+    if "futures" not in answer:
+        log.warning("an admin client did not take a ListOffsets request of %d partitions "
+                    "within %gs: left behind, asking again through a new one",
+                    len(request), SUBMIT_TIMEOUT_S)
+        return None
+    return answer["futures"]
