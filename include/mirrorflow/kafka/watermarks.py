@@ -10,7 +10,6 @@ therefore ends at the LSO and never waits on an open transaction.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,9 +21,7 @@ from mirrorflow.kafka import clients
 log = logging.getLogger(__name__)
 
 TopicPart = tuple[str, int]
-# How long librdkafka may take to accept a ListOffsets request (it only queues it, in
-# microseconds): a call that has not returned by then is stuck inside librdkafka.
-SUBMIT_TIMEOUT_S = 10.0
+METADATA_TIMEOUT_S = 5.0
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 
@@ -64,7 +61,7 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
         return {}
     level = (IsolationLevel.READ_COMMITTED if isolation == READ_COMMITTED
              else IsolationLevel.READ_UNCOMMITTED)
-    admin = clients.admin_client(cluster)
+    admin = _with_metadata(clients.admin_client(cluster), min(timeout, METADATA_TIMEOUT_S))
     deadline = time.monotonic() + timeout
     found: dict[str, dict[TopicPart, int]] = {"low": {}, "high": {}}
     specs = {"low": OffsetSpec.earliest(), "high": OffsetSpec.latest()}
@@ -72,19 +69,9 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
     # to each leader, not two (one per watermark), which counts on a remote cluster.
     pending: dict[str, list[TopicPart]] = {"low": list(wanted), "high": list(wanted)}
     while pending["low"] or pending["high"]:
-        futures = {}
-        for name, tps in pending.items():
-            if tps:
-                request = {TopicPartition(t, p): specs[name] for t, p in tps}
-                while (answers := _submitted(admin, request, level, timeout)) is None:
-                    if time.monotonic() >= deadline:
-                        raise WatermarkError(
-                            f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}): no "
-                            f"admin client took a request to list the offsets of {len(tps)} "
-                            f"partitions in {timeout:g}s (each call stuck in librdkafka for "
-                            f"{SUBMIT_TIMEOUT_S:g}s)")
-                    admin = clients.renewed_admin_client(cluster)
-                futures[name] = answers
+        futures = {name: admin.list_offsets({TopicPartition(t, p): specs[name] for t, p in tps},
+                                            isolation_level=level, request_timeout=timeout)
+                   for name, tps in pending.items() if tps}
         pending, stale = {"low": [], "high": []}, False
         for name, answers in futures.items():
             for tp, future in answers.items():
@@ -101,39 +88,34 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
                         f"list the offsets of {tp.topic}[{tp.partition}]: "
                         f"{exc.args[0].str()}") from None
         if stale:  # its metadata, not the broker, is behind
-            admin = clients.renewed_admin_client(cluster)
+            admin = _with_metadata(clients.renewed_admin_client(cluster),
+                                   min(timeout, METADATA_TIMEOUT_S))
         if pending["low"] or pending["high"]:
             time.sleep(0.1)
     return {tp: Watermarks(found["low"][tp], max(found["high"][tp], found["low"][tp]))
             for tp in wanted}
 
 
-def _submitted(admin, request: dict, level, timeout: float) -> dict | None:
-    """``admin.list_offsets(request)``: its futures, or None when the call itself has not
-    returned within :data:`SUBMIT_TIMEOUT_S`.
+def _with_metadata(admin, timeout: float):
+    """``admin``, once it holds the cluster's metadata (read now if it never did).
 
-    The call only queues the request, but twice in a soak a task's first call on a new
-    admin client stayed inside librdkafka's ``rd_kafka_ListOffsets`` (GIL released) for the
-    eleven minutes until the task's watchdog ended the process. Made on a daemon thread,
-    a stuck call is left behind with its client (destroying either would block too), and
-    the caller asks again through a new client, which shares no lock with the old one."""
-    answer: dict = {}
+    librdkafka's ``rd_kafka_ListOffsets`` looks the partitions' leaders up on the caller's
+    thread; where its metadata cache lacks them, it registers for the cache's next change
+    and goes on working on the same request, which librdkafka's own thread then also
+    works on when the change comes (a new client's first metadata answer, say). The two
+    race, and the caller's thread crashes (SIGSEGV in
+    ``rd_kafka_topic_partition_list_query_leaders_async_worker``, a lock at address 0:
+    the other thread had finished the request): four ``report`` tasks of soaks, each
+    the first ``list_offsets`` of a new admin client, and a core of the same stack.
+    Metadata read first, synchronously, the leaders are found on the first look and
+    nothing is registered. A cluster that does not answer in ``timeout`` is left to the
+    probe's own errors."""
+    from confluent_kafka import KafkaException
 
-    def call() -> None:
+    if not getattr(admin, "mirrorflow_metadata_read", False):
         try:
-            answer["futures"] = admin.list_offsets(request, isolation_level=level,
-                                                   request_timeout=timeout)
-        except BaseException as exc:  # raised on the caller's thread below
-            answer["error"] = exc
-
-    thread = threading.Thread(target=call, name="list_offsets", daemon=True)
-    thread.start()
-    thread.join(SUBMIT_TIMEOUT_S)
-    if "error" in answer:
-        raise answer["error"]
-    if "futures" not in answer:
-        log.warning("an admin client did not take a ListOffsets request of %d partitions "
-                    "within %gs: left behind, asking again through a new one",
-                    len(request), SUBMIT_TIMEOUT_S)
-        return None
-    return answer["futures"]
+            admin.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            log.debug("cannot read the metadata before listing offsets: %s", exc)
+        admin.mirrorflow_metadata_read = True
+    return admin
