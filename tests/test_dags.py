@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -145,7 +146,7 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
 
 
 HUNG_DAG = """
-import signal, threading
+import ctypes, signal, threading
 from datetime import datetime, timedelta
 from airflow.sdk import DAG, task
 
@@ -153,9 +154,15 @@ with DAG("hung", start_date=datetime(2026, 1, 1), schedule=None, tags=[{tag!r}])
     @task(execution_timeout=timedelta(seconds=2))
     def hang_where_python_cannot_be_interrupted():
         signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGALRM}})  # Airflow's timeout
-        print("hanging", flush=True)
+        print("started", flush=True)
         threading.Event().wait()
-    hang_where_python_cannot_be_interrupted()
+
+    @task
+    def crash_in_native_code():
+        print("started", flush=True)
+        ctypes.string_at(0)  # reads address 0: SIGSEGV, as a crash inside librdkafka
+
+    {task}()
 """
 RUN_HUNG_DAG = """
 import sys
@@ -165,17 +172,14 @@ print("the task ended", flush=True)
 """
 
 
-@pytest.mark.airflow
-@pytest.mark.parametrize("tag", ["mirrorflow", "other"])
-def test_a_task_stuck_past_its_timeout_is_ended_with_its_stacks_in_the_log(
-        airflow_db: Path, tmp_path: Path, tag: str) -> None:
-    """A mirrorflow DAG's task that Airflow's SIGALRM cannot stop (here: the signal is
-    blocked) is ended by the plugin's watchdog 0.2 s after its 2 s execution_timeout, with
-    every thread's stack written to its log; another project's DAG is left alone."""
+def run_hung_task(tmp_path: Path, tag: str, task: str) -> tuple[int, str, str] | None:
+    """``dag.test()`` of a DAG tagged ``tag`` holding ``task`` of :data:`HUNG_DAG`, in a
+    process of its own: its exit status, stdout and stderr, or None when it still runs 8 s
+    after the task started (then it is killed)."""
     import subprocess
 
     (tmp_path / "dags").mkdir()
-    (tmp_path / "dags" / "hung.py").write_text(HUNG_DAG.format(tag=tag))
+    (tmp_path / "dags" / "hung.py").write_text(HUNG_DAG.format(tag=tag, task=task))
     err = tmp_path / "stderr"
     with err.open("w") as stderr_file:
         process = subprocess.Popen(
@@ -183,25 +187,58 @@ def test_a_task_stuck_past_its_timeout_is_ended_with_its_stacks_in_the_log(
             stdout=subprocess.PIPE, stderr=stderr_file,
             env={**os.environ, "AIRFLOW__CORE__DAGS_FOLDER": str(tmp_path / "dags")})
     try:
-        # Airflow's start-up takes what the machine's load makes it; the task's hang starts
-        # at its line, and the watchdog fires 2.2 s after.
-        while (line := process.stdout.readline()) not in ("hanging\n", ""):
+        # Airflow's start-up takes what the machine's load makes it: the wait starts at
+        # the task's line.
+        while (line := process.stdout.readline()) not in ("started\n", ""):
             pass
-        assert line == "hanging\n", err.read_text()[-2000:]
+        assert line == "started\n", err.read_text()[-2000:]
         try:
             stdout = process.communicate(timeout=8)[0]
         except subprocess.TimeoutExpired:
-            assert tag == "other", "the watchdog did not end the task"
-            return
+            return None
     finally:
         process.kill()
         process.wait()
-    stderr = err.read_text()
-    assert tag == "mirrorflow", stdout[-2000:]
-    assert process.returncode == 1, stderr[-2000:]
+    return process.returncode, stdout, err.read_text()
+
+
+@pytest.mark.airflow
+@pytest.mark.parametrize("tag", ["mirrorflow", "other"])
+def test_a_task_stuck_past_its_timeout_is_ended_with_its_stacks_in_the_log(
+        airflow_db: Path, tmp_path: Path, tag: str) -> None:
+    """A mirrorflow DAG's task that Airflow's SIGALRM cannot stop (here: the signal is
+    blocked) is ended by the plugin's watchdog 0.2 s after its 2 s execution_timeout, with
+    every thread's stack written to its log; another project's DAG is left alone."""
+    ended = run_hung_task(tmp_path, tag, "hang_where_python_cannot_be_interrupted")
+    if tag == "other":
+        assert ended is None, ended
+        return
+    assert ended is not None, "the watchdog did not end the task"
+    status, stdout, stderr = ended
+    assert status == 1, stderr[-2000:]
     assert "the task ended" not in stdout
     assert "Timeout (0:00:02.200000)!" in stderr
     assert 'in hang_where_python_cannot_be_interrupted' in stderr
+
+
+@pytest.mark.airflow
+@pytest.mark.parametrize("tag", ["mirrorflow", "other"])
+def test_a_task_that_crashes_in_native_code_dies_with_its_stacks_in_the_log(
+        airflow_db: Path, tmp_path: Path, tag: str) -> None:
+    """Airflow's DAG importer leaves a Python SIGSEGV handler installed for the whole task
+    (apache/airflow#57174): a crash in native code then spins on the faulting instruction
+    for good, as another project's task still does here. A mirrorflow task's crash ends
+    its process (SIGSEGV), every thread's stack in its log, for Airflow to retry."""
+    ended = run_hung_task(tmp_path, tag, "crash_in_native_code")
+    if tag == "other":
+        assert ended is None, ended
+        return
+    assert ended is not None, "the crash did not end the task"
+    status, stdout, stderr = ended
+    assert status == -signal.SIGSEGV, stderr[-2000:]
+    assert "the task ended" not in stdout
+    assert "Fatal Python error: Segmentation fault" in stderr
+    assert "in crash_in_native_code" in stderr
 
 
 def test_continuous_schedule_runs_back_to_back_one_at_a_time_and_unknown_presets_are_refused(

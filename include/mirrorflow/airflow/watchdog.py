@@ -12,11 +12,22 @@ tenth of ``execution_timeout`` (at most a minute) after Airflow's own limit it w
 thread's stack to the task's log and exits the process with status 1, which Airflow's
 supervisor turns into a retry (or a failure once retries are spent). A task that ends
 disarms it.
+
+It also gives a crash its default end. Airflow's DAG importer installs a Python handler
+for SIGSEGV while it parses the DAG file and leaves it installed for the whole task
+(apache/airflow#57174). A native crash then never ends: the C-level handler only flags the
+signal and returns, the faulting instruction runs again, and the thread spins there for
+good. Four ``report`` tasks of soaks crashed so inside librdkafka (the race is told in
+:mod:`mirrorflow.kafka.watermarks`) and held their flows for up to forty minutes. In a
+flow's task SIGSEGV goes back to its default action, with faulthandler's dump of every
+thread's stack before it: the process dies, its log says where, and Airflow retries the
+task.
 """
 
 from __future__ import annotations
 
 import faulthandler
+import signal
 
 from airflow.listeners import hookimpl
 
@@ -39,17 +50,30 @@ def disarm() -> None:
     faulthandler.cancel_dump_traceback_later()
 
 
+def crash_on_fatal_signals() -> None:
+    """SIGSEGV's default action back (a crash ends the process), faulthandler's dump of
+    every thread's stack to stderr (the task log) before it and before any other fatal
+    signal."""
+    signal.signal(signal.SIGSEGV, signal.SIG_DFL)
+    faulthandler.enable(file=2, all_threads=True)
+
+
+def _ours(task_instance) -> bool:
+    dag = getattr(getattr(task_instance, "task", None), "dag", None)
+    return dag is not None and TAG in (dag.tags or ())
+
+
 def _limit(task_instance) -> float | None:
-    task = getattr(task_instance, "task", None)
-    dag = getattr(task, "dag", None)
-    timeout = getattr(task, "execution_timeout", None)
-    if timeout is None or dag is None or TAG not in (dag.tags or ()):
+    timeout = getattr(getattr(task_instance, "task", None), "execution_timeout", None)
+    if timeout is None or not _ours(task_instance):
         return None
     return deadline_s(timeout.total_seconds())
 
 
 @hookimpl
 def on_task_instance_running(previous_state, task_instance) -> None:
+    if _ours(task_instance):
+        crash_on_fatal_signals()
     if (seconds := _limit(task_instance)) is not None:
         arm(seconds)
 
