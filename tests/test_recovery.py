@@ -18,6 +18,7 @@ from helpers.kafka import (
     commit,
     config_file,
     create_topic,
+    fresh_admin,
     produce,
     read_partition,
     topic_partitions,
@@ -36,7 +37,7 @@ BASE = datetime(2026, 11, 1, tzinfo=UTC)
 
 def end_offsets(bootstrap: str) -> dict[tuple[str, int], int]:
     """The end offset of every partition of every topic of a cluster."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = fresh_admin(bootstrap)
     parts = [TopicPartition(t, p) for t in topics(bootstrap)
              for p in range(topic_partitions(bootstrap, t))]
     found = admin.list_offsets({tp: OffsetSpec.latest() for tp in parts})

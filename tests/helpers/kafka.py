@@ -101,7 +101,7 @@ def settle(bootstrap: str, topic: str, partition: int, timeout: float = 3.0) -> 
     from confluent_kafka import IsolationLevel
     from confluent_kafka.admin import OffsetSpec
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = fresh_admin(bootstrap)
     tp = TopicPartition(topic, partition)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -168,10 +168,19 @@ def read_as_group(bootstrap: str, group: str, topic: str, partitions: int) -> di
     return out
 
 
+def fresh_admin(bootstrap: str) -> AdminClient:
+    """A new admin client that holds the cluster's metadata: librdkafka's ListOffsets and
+    DeleteRecords on a client whose metadata lacks the leaders race its own thread and can
+    crash the process (see mirrorflow.kafka.watermarks)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.list_topics(timeout=10)
+    return admin
+
+
 def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
     """Retention by hand: DeleteRecords moves the partition's log start to ``before``."""
     tp = TopicPartition(topic, partition, before)
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the answer comes
+    admin = fresh_admin(bootstrap)  # alive until the answer comes
     admin.delete_records([tp])[tp].result(10)
 
 
