@@ -61,7 +61,7 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
         return {}
     level = (IsolationLevel.READ_COMMITTED if isolation == READ_COMMITTED
              else IsolationLevel.READ_UNCOMMITTED)
-    admin = _with_metadata(clients.admin_client(cluster), min(timeout, METADATA_TIMEOUT_S))
+    admin = _with_metadata(clients.admin_client(cluster), timeout)
     deadline = time.monotonic() + timeout
     found: dict[str, dict[TopicPart, int]] = {"low": {}, "high": {}}
     specs = {"low": OffsetSpec.earliest(), "high": OffsetSpec.latest()}
@@ -88,8 +88,7 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
                         f"list the offsets of {tp.topic}[{tp.partition}]: "
                         f"{exc.args[0].str()}") from None
         if stale:  # its metadata, not the broker, is behind
-            admin = _with_metadata(clients.renewed_admin_client(cluster),
-                                   min(timeout, METADATA_TIMEOUT_S))
+            admin = _with_metadata(clients.renewed_admin_client(cluster), timeout)
         if pending["low"] or pending["high"]:
             time.sleep(0.1)
     return {tp: Watermarks(found["low"][tp], max(found["high"][tp], found["low"][tp]))
@@ -108,13 +107,13 @@ def _with_metadata(admin, timeout: float):
     the other thread had finished the request): four ``report`` tasks of soaks, each
     the first ``list_offsets`` of a new admin client, and a core of the same stack.
     Metadata read first, synchronously, the leaders are found on the first look and
-    nothing is registered. A cluster that does not answer in ``timeout`` is left to the
-    probe's own errors."""
+    nothing is registered. A cluster that does not answer within ``timeout`` (at most
+    :data:`METADATA_TIMEOUT_S`) is left to the probe's own errors."""
     from confluent_kafka import KafkaException
 
     if not getattr(admin, "mirrorflow_metadata_read", False):
         try:
-            admin.list_topics(timeout=timeout)
+            admin.list_topics(timeout=min(timeout, METADATA_TIMEOUT_S))
         except KafkaException as exc:
             log.debug("cannot read the metadata before listing offsets: %s", exc)
         admin.mirrorflow_metadata_read = True
