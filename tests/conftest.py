@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.kafka import QUICK_START
 from mirrorflow.dev.localcluster import LocalBroker
 
 # Each xdist worker has an Airflow home (and SQLite database) of its own; a worker's
@@ -124,7 +125,8 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalB
 
     state = tmp_path_factory.mktemp("brokers")
     brokers = {alias: LocalBroker(alias, "127.0.0.1", free_port(), state,
-                                  properties=TEST_BROKER) for alias in "ab"}
+                                  properties=TEST_BROKER, java_options=QUICK_START)
+               for alias in "ab"}
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(start, brokers.values()))
     yield brokers
@@ -155,7 +157,7 @@ def broker_c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     from mirrorflow.dev.localcluster import free_port, start, stop
 
     broker = LocalBroker("c", "127.0.0.1", free_port(), tmp_path_factory.mktemp("c"),
-                         properties=TEST_BROKER)
+                         properties=TEST_BROKER, java_options=QUICK_START)
     start(broker)
     yield broker
     stop(broker)

@@ -26,6 +26,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from helpers.kafka import (
+    QUICK_START,
     config_file,
     create_topic,
     open_transactions,
@@ -34,7 +35,7 @@ from helpers.kafka import (
     topics,
     varied_records,
 )
-from helpers.mm2 import MM2_PACE, QUICK_START, mirrored, own_configs, parse, true_position, wait_for
+from helpers.mm2 import MM2_PACE, mirrored, own_configs, parse, true_position, wait_for
 from mirrorflow.checkpoint import remote
 from mirrorflow.config.loader import load_config
 from mirrorflow.dev.local_mm2 import MirrorMaker, formatted

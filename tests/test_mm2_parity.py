@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import (
+    QUICK_START,
     alter_topic,
     commit,
     config_file,
@@ -29,7 +30,7 @@ from helpers.kafka import (
     topics,
 )
 from helpers.kafka import varied_records as records_from
-from helpers.mm2 import MM2_PACE, QUICK_START, own_configs, parse, wait_for
+from helpers.mm2 import MM2_PACE, own_configs, parse, wait_for
 from mirrorflow.checkpoint import remote
 from mirrorflow.config.loader import load_config
 from mirrorflow.dev.local_mm2 import MirrorMaker, formatted

@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
 )
 
 from helpers.kafka import (
+    QUICK_START,
     commit,
     config_file,
     create_topic,
@@ -34,7 +35,7 @@ from helpers.kafka import (
     topics,
 )
 from helpers.kafka import varied_records as records_from
-from helpers.mm2 import MM2_PACE, QUICK_START, true_position, wait_for
+from helpers.mm2 import MM2_PACE, true_position, wait_for
 from mirrorflow.checkpoint import remote
 from mirrorflow.checkpoint.checkpoints import committed_offsets
 from mirrorflow.config.loader import load_config

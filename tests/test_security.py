@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from helpers.kafka import varied_records
+from helpers.kafka import QUICK_START, varied_records
 from mirrorflow.dev.localcluster import LocalBroker, free_port, start, stop
 from mirrorflow.kafka.clients import close_shared
 from mirrorflow.run import run_cycle
@@ -86,7 +86,7 @@ def secure_broker(alias: str, state: Path, ca: Path, broker_pem: Path) -> LocalB
         },
         format_args=tuple(arg for user, password in USERS.items() for arg in (
             "--add-scram", f"{SCRAM}=[name={user},password={password}]")),
-        client=client(ca, "admin"))
+        client=client(ca, "admin"), java_options=QUICK_START)
 
 
 def allow(principal: str, resource: ResourceType, name: str, pattern: ResourcePatternType,

@@ -27,11 +27,6 @@ mirrorflow.transaction.records = 5000
 """
 
 
-# The tests' MM2 moves a few thousand records: its JVM compiles with C1 only, which starts
-# it sooner on 2 cores than the tiered compiler a long-running MM2 wants (the bench's).
-QUICK_START = ("-XX:TieredStopAtLevel=1",)
-
-
 def wait_for(what: str, check, timeout: float = 180.0, state=None) -> None:
     """Until ``check()``; past ``timeout`` a failure naming ``what`` and what ``state()``
     finds then."""
