@@ -209,7 +209,7 @@ def test_mirror_task_killed_then_retried_by_airflow(airflow_db, two_clusters, tm
     which resumes from the positions the killed job committed with its data."""
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "clicks", 2)
-    total = 300_000
+    total = 150_000
     produce(a, "clicks", [(f"k{i}".encode(), b"x" * 512, None, 1_700_000_000_000 + i)
                           for i in range(total)], 2)
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",

@@ -98,7 +98,7 @@ def test_killed_job_then_rerun_leaves_every_record_once(spark, two_clusters: dic
     """A submitted job killed mid-write; the rerun (in a session) resumes its plan."""
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "clicks", 2)
-    total = 300_000
+    total = 150_000
     payload = b"x" * 512
     produce(a, "clicks", [(f"k{i}".encode(), payload, None, 1_700_000_000_000 + i)
                           for i in range(total)], 2)

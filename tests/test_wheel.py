@@ -68,7 +68,7 @@ def test_the_wheel_runs_a_flow_through_the_dag_on_standalone_spark(
                            capture_output=True, text=True, cwd=work, timeout=120)
     assert check.returncode == 0 and "a->b" in check.stdout, check.stderr
 
-    with standalone_cluster(tmp_path / "spark", workers=2, cores=1, memory="1g") as master:
+    with standalone_cluster(tmp_path / "spark", workers=1, cores=2, memory="1g") as master:
         env = {**os.environ, "MIRRORFLOW_CONFIG": str(path),
                "AIRFLOW__CORE__DAGS_FOLDER": str(work / "dags"),
                "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": master}),
