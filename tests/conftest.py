@@ -26,6 +26,11 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 # Module-scoped fixtures' reports; each test gets a folder of its own (reports_dir).
 os.environ.setdefault("MIRRORFLOW_REPORTS_DIR", tempfile.mkdtemp(prefix="mirrorflow-reports-"))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Every Spark JVM the tests start through spark-submit (in-process sessions, Connect
+# servers, the DAGs' jobs) compiles with C1 only, as the test brokers do (QUICK_START): a
+# test's job moves a few thousand records, and C2 compiling Spark's code paths cost it
+# more CPU than the work on 2 cores. The bench and the soak run Spark as users do.
+os.environ["SPARK_SUBMIT_OPTS"] = " ".join(QUICK_START)
 # SparkSubmitOperator runs `spark-submit` from PATH; the venv's is the full pyspark's.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 # py4j logs from __del__ after pytest has closed the streams; keep it quiet.

@@ -340,7 +340,10 @@ def test_a_missing_spans_topic_fails_the_write_by_name(two_clusters) -> None:
     in between), the write fails naming it, and the transaction commits nothing."""
     b = two_clusters["b"]
     create_topic(b, "a.orders", 1)
-    target, source = clusters(two_clusters)
+    # librdkafka waits this long for a topic it does not know (30 s by default) before it
+    # fails a record of it.
+    target, source = clusters(two_clusters, "b.producer.topic.metadata.propagation.max.ms"
+                                            " = 2000\n")
     writer = SlotWriter([WriteTask("a->b", "plan-1", "orders", 0, "a.orders", 0, 10)],
                         target, source)
     writer.open()
