@@ -13,7 +13,7 @@ from mirrorflow.errors import DataLossError
 from mirrorflow.kafka.clients import admin_client
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import build_plan, plan_run
+from mirrorflow.source.plan import build_plan, discover_topics, plan_run
 from mirrorflow.source.plan_records import Plan, PlanError, Range, deal, write_slots
 from mirrorflow.source.plan_store import PlanStore
 
@@ -115,6 +115,28 @@ def test_a_new_admin_clients_first_probe_finds_the_leaders_in_metadata_read_firs
     logged = caplog.text
     assert "query partition leaders" not in logged  # ListOffsets found them there
     assert "Request metadata for all topics: application requested" in logged  # the read
+
+
+def test_a_plan_reads_the_sources_metadata_once_for_its_topics_and_its_probe(
+        two_clusters: dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The plan lists the source's topics; its probe of their watermarks through the same
+    client finds the leaders there, and reads the metadata no second time."""
+    a = two_clusters["a"]
+    create_topic(a, "fresh", 2)
+    produce(a, "fresh", varied_records(6), 2)
+    path = config_file(tmp_path / "debug.properties", two_clusters,
+                       "a->b.enabled = true\na.admin.debug = metadata\n")
+    config = load_config(path)
+    with caplog.at_level(logging.DEBUG, "mirrorflow.librdkafka"):
+        found = discover_topics(config, config.flow("a->b"))
+        marks = probe_watermarks(config.cluster("a"), [("fresh", 0), ("fresh", 1)])
+        admin_client(config.cluster("a")).poll(1)  # serves the client's log lines
+    assert found == {"fresh": 2}
+    assert [w.high for w in marks.values()] == [3, 3]
+    logged = caplog.text
+    assert "query partition leaders" not in logged
+    # (a request can be logged twice, once to the bootstrap address; its answer once)
+    assert logged.count("Received metadata: application requested") == 1
 
 
 def test_truncated_source_is_detected(setup) -> None:

@@ -17,7 +17,7 @@ from mirrorflow.kafka.records import Checkpoint, RecordFormatError
 
 def topic_names(cluster: ClusterConfig) -> list[str]:
     """Every topic of a cluster, sorted."""
-    return sorted(clients.admin_client(cluster).list_topics(timeout=15).topics)
+    return sorted(clients.cluster_metadata(clients.admin_client(cluster), 15).topics)
 
 
 def heartbeat_topics(config: MirrorConfig, alias: str,

@@ -223,6 +223,25 @@ def admin_client(cluster: ClusterConfig, **extra: Any):
     return _shared(AdminClient, cluster, "admin", extra, where)
 
 
+METADATA_READ = "mirrorflow_metadata_read"  # the mark cluster_metadata leaves on a client
+
+
+def cluster_metadata(admin, timeout: float):
+    """The cluster's metadata (every topic) read through ``admin``, which is marked as
+    holding it: its first ListOffsets then finds the leaders in its cache instead of
+    racing librdkafka's own thread to look them up (:mod:`mirrorflow.kafka.watermarks`),
+    and a task that listed the topics already is not made to read them again."""
+    metadata = admin.list_topics(timeout=timeout)
+    setattr(admin, METADATA_READ, True)
+    return metadata
+
+
+def holds_metadata(admin) -> bool:
+    """Whether ``admin`` read its cluster's metadata through :func:`cluster_metadata`
+    (or was marked as if it had, by a reader that gave up on it)."""
+    return getattr(admin, METADATA_READ, False)
+
+
 def renewed_admin_client(cluster: ClusterConfig):
     """A new shared admin client for the cluster, the old one dropped: after a broker
     restart the old one's cached metadata can keep a stale leader epoch, which every

@@ -111,10 +111,10 @@ def _with_metadata(admin, timeout: float):
     :data:`METADATA_TIMEOUT_S`) is left to the probe's own errors."""
     from confluent_kafka import KafkaException
 
-    if not getattr(admin, "mirrorflow_metadata_read", False):
+    if not clients.holds_metadata(admin):
         try:
-            admin.list_topics(timeout=min(timeout, METADATA_TIMEOUT_S))
+            clients.cluster_metadata(admin, min(timeout, METADATA_TIMEOUT_S))
         except KafkaException as exc:
             log.debug("cannot read the metadata before listing offsets: %s", exc)
-        admin.mirrorflow_metadata_read = True
+            setattr(admin, clients.METADATA_READ, True)  # the probe's own errors say the rest
     return admin

@@ -165,6 +165,6 @@ class HistoryStore:
 def other_flows(target: ClusterConfig, source_alias: str) -> list[str]:
     """Source aliases of the other flows writing this target (they keep spans or a
     history on it)."""
-    names = clients.admin_client(target).list_topics(timeout=15).topics
+    names = clients.cluster_metadata(clients.admin_client(target), 15).topics
     return sorted({m.group(1) for name in names if (m := _LEDGER_TOPICS.fullmatch(name))}
                   - {source_alias})

@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 def _source_metadata(config: MirrorConfig, flow: FlowConfig):
     source = config.cluster(flow.source)
     try:
-        return clients.admin_client(source).list_topics(timeout=10)
+        return clients.cluster_metadata(clients.admin_client(source), 10)
     except Exception as exc:
         raise PlanError(f"source cluster {flow.source!r} ({source.bootstrap_servers}) is not "
                         f"reachable: {exc}") from None
@@ -78,7 +78,7 @@ def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[st
     remote = {t: policy.format_remote_topic(flow.source, t) for t in topics}
     target = config.cluster(flow.target)
     admin = clients.admin_client(target)
-    existing = admin.list_topics(timeout=20).topics
+    existing = clients.cluster_metadata(admin, 20).topics
     current = {name: len(existing[name].partitions) for name in remote.values()
                if name in existing}
     grow = topic_sync.partition_increases(topics, current, remote)
@@ -146,7 +146,7 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     source = config.cluster(flow.source)
     source_marks = probe_watermarks(source, source_parts, source.isolation_level())
     target = config.cluster(flow.target)
-    existing = set(clients.admin_client(target).list_topics(timeout=10).topics)
+    existing = set(clients.cluster_metadata(clients.admin_client(target), 10).topics)
     target_marks = probe_watermarks(target, [(remote[t], p) for t, p in source_parts
                                              if remote[t] in existing])
     limits = _max_message_bytes(target, [remote[t] for t in topics if remote[t] in existing])

@@ -214,7 +214,7 @@ def worker_error(exc: Exception) -> MirrorflowError:
 
 
 def _check_topics_exist(source, topics: set[str]) -> None:
-    present = set(clients.admin_client(source).list_topics(timeout=15).topics)
+    present = set(clients.cluster_metadata(clients.admin_client(source), 15).topics)
     gone = sorted(topics - present)
     if gone:
         raise SourceTopicGoneError(
