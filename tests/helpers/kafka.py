@@ -16,6 +16,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirrorflow.kafka.clients import cluster_metadata
+
 Record = tuple[bytes | None, bytes | None, list | None, int]
 
 # The tests' JVMs (brokers, MM2) move a few thousand records: compiled with C1 only, they
@@ -179,7 +181,7 @@ def fresh_admin(bootstrap: str) -> AdminClient:
     DeleteRecords on a client whose metadata lacks the leaders race its own thread and can
     crash the process (see mirrorflow.kafka.watermarks)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.list_topics(timeout=10)
+    cluster_metadata(admin, 10)
     return admin
 
 
