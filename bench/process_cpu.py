@@ -1,4 +1,6 @@
-"""Where a machine's CPU goes, by kind of process: a sampler of ``/proc`` for ``make soak``.
+"""Where a machine's CPU goes: by kind of process, a sampler of ``/proc`` for ``make soak``
+(:class:`ProcessCpu`); for the whole machine over one measured pass, for ``make bench``
+(:class:`MachineCpu`).
 
 Every second it reads each process's user and system time and adds what it used since the
 last look to its kind (a broker, the Spark Connect server, its Python workers, an Airflow
@@ -11,8 +13,11 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import Counter
 from pathlib import Path
+
+import psutil
 
 HZ = os.sysconf("SC_CLK_TCK")
 # A process's kind: the first of these found in its command line (Airflow names its
@@ -70,3 +75,31 @@ class ProcessCpu(threading.Thread):
 
     def result(self) -> dict[str, float]:
         return {kind: round(seconds, 1) for kind, seconds in self.seconds.most_common()}
+
+
+class MachineCpu:
+    """The whole machine's busy CPU-seconds (every process: brokers, the contender, this
+    process) between entering and leaving, from ``/proc/stat``: what one contender's pass
+    cost the machine, and how much of its cores it kept busy (:attr:`share`). A pass that
+    keeps every core busy can only go faster by needing less CPU."""
+
+    def __init__(self) -> None:
+        self.seconds = self.wall = 0.0
+
+    @staticmethod
+    def _busy() -> float:
+        times = psutil.cpu_times()
+        return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+    def __enter__(self) -> MachineCpu:
+        self._started, self._busy_before = time.perf_counter(), self._busy()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds = self._busy() - self._busy_before
+        self.wall = time.perf_counter() - self._started
+
+    @property
+    def share(self) -> float:
+        """Busy CPU-seconds over what the machine's cores had in the same wall time."""
+        return self.seconds / max(self.wall * (os.cpu_count() or 1), 1e-9)

@@ -45,6 +45,7 @@ import psutil
 import schema_transfer
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
+from process_cpu import MachineCpu
 
 from mirrorflow.dev import connect_server
 from mirrorflow.dev.local_mm2 import MirrorMaker
@@ -293,46 +294,50 @@ def mm2_run(tmp: Path, brokers: dict[str, str], topic: str, n: int, size: int,
     config = write_config(tmp / f"mm2-{topic}.properties", brokers, "src", ", ".join(topics),
                           extra)
     last = {p: n // partitions - 1 + (p < n % partitions) for p in range(partitions)}
-    passes, firsts = [], []
+    passes, firsts, cpus = [], [], []
     with MirrorMaker(config, tmp / f"mm2-{topic}", clusters=("dst",)) as mm2:
         many_partitions.wait_for_remote_topics(mm2, dst, {f"src.{t}" for t in topics}, 120)
         offsets = SourceOffsets(dst, "src") if setting == "eos" else None
         for name in topics:
             backlog = open_backlog(src, name, n, size, partitions)
             time.sleep(5)  # its tasks assigned and polling
-            started = time.perf_counter()
-            backlog.commit_transaction(60)
-            first = None
-            done, moved = 0, time.monotonic()
-            while True:
-                now = many_partitions.records_on(dst, [f"src.{name}"], partitions)
-                if now and first is None:
-                    first = time.perf_counter() - started
-                if now > done:
-                    done, moved = now, time.monotonic()
-                if (offsets.done(name, last) if offsets else done >= n):
-                    break
-                assert mm2.running() and time.monotonic() - moved < 120, \
-                    f"MM2 stopped moving records at {done} of {n}; see {mm2.log_file}"
-                time.sleep(0.1)
-            passes.append(time.perf_counter() - started)
+            with MachineCpu() as cpu:
+                started = time.perf_counter()
+                backlog.commit_transaction(60)
+                first = None
+                done, moved = 0, time.monotonic()
+                while True:
+                    now = many_partitions.records_on(dst, [f"src.{name}"], partitions)
+                    if now and first is None:
+                        first = time.perf_counter() - started
+                    if now > done:
+                        done, moved = now, time.monotonic()
+                    if (offsets.done(name, last) if offsets else done >= n):
+                        break
+                    assert mm2.running() and time.monotonic() - moved < 120, \
+                        f"MM2 stopped moving records at {done} of {n}; see {mm2.log_file}"
+                    time.sleep(0.1)
+                passes.append(time.perf_counter() - started)
             firsts.append(first)
+            cpus.append(cpu)
         if offsets:
             offsets.close()
     print(f"  MM2 ({setting}): {n} records in " + ", ".join(f"{p:.2f}s" for p in passes)
           + f"; first record after {firsts[-1]:.2f}s", file=sys.stderr, flush=True)
-    return {"cold": passes[0], "warm": passes[-1], "first": firsts[-1]}
+    return {"cold": passes[0], "warm": passes[-1], "first": firsts[-1], "cpu": cpus[-1]}
 
 
 def mirrorflow_runs(tmp: Path, brokers: dict[str, str], alias: str, master: str, n: int,
                     size: int, partitions: int
-                    ) -> tuple[float, float, float, float, float | None]:
+                    ) -> tuple[float, float, float, float, float | None, MachineCpu]:
     """(seconds to mirror and prove the backlog of ``n``, of which the proof, a run of one
-    record per partition, of which the proof, and on a Connect server the same small run
-    as a fresh ``mirrorflow run`` process: its whole life, imports to exit)."""
+    record per partition, of which the proof, on a Connect server the same small run as a
+    fresh ``mirrorflow run`` process: its whole life, imports to exit; and what the
+    backlog's run cost the machine's CPU)."""
     config = write_config(tmp / f"{alias}.properties", brokers, alias, "bench")
     flow = f"{alias}->dst"
-    full, run_s = timed_run(config, flow, master)
+    with MachineCpu() as cpu:
+        full, run_s = timed_run(config, flow, master)
     assert full.records == n and full.validation["verified_records"] == n, full.records
     fill(brokers["src"], "bench", partitions, size, partitions)
     small, small_s = timed_run(config, flow, master)
@@ -349,7 +354,7 @@ def mirrorflow_runs(tmp: Path, brokers: dict[str, str], alias: str, master: str,
         print(f"  {flow} on {master}, a fresh mirrorflow run process: {partitions} records "
               f"in {process_s:.2f}s", file=sys.stderr, flush=True)
     return (run_s, full.validation["duration_s"], small_s, small.validation["duration_s"],
-            process_s)
+            process_s, cpu)
 
 
 def main() -> int:
@@ -377,9 +382,12 @@ def main() -> int:
         tmp = Path(tmp_dir)
         src, dst = brokers["src"], brokers["dst"]
         fill(src, "bench", n, args.size, parts)
-        consume_s = consume_all(src, "bench", parts, n)
-        produce_s = fill(dst, "ceiling.bench", n, args.size, parts)
-        loop_s = baseline_loop(src, dst, "bench", "loop.bench", n, parts)
+        with MachineCpu() as consume_cpu:
+            consume_s = consume_all(src, "bench", parts, n)
+        with MachineCpu() as produce_cpu:
+            produce_s = fill(dst, "ceiling.bench", n, args.size, parts)
+        with MachineCpu() as loop_cpu:
+            loop_s = baseline_loop(src, dst, "bench", "loop.bench", n, parts)
         mm2 = {setting: mm2_run(tmp, brokers, f"mm2{setting}", n, args.size, parts, setting)
                for setting in MM2_SETTINGS}
 
@@ -396,8 +404,9 @@ def main() -> int:
                 assert result.records == n, result.records
                 earlier.append(seconds)
             connect_cold_s = earlier[0]
-            connect_s, connect_check_s, connect_small_s, small_check_s, process_s = \
-                mirrorflow_runs(tmp, brokers, "connect", server.url, n, args.size, parts)
+            connect_s, connect_check_s, connect_small_s, small_check_s, process_s, \
+                connect_cpu = mirrorflow_runs(tmp, brokers, "connect", server.url, n,
+                                              args.size, parts)
             # Records of 1 MiB exceed Kafka's default max.message.bytes (1 MiB + 12 bytes);
             # the remote topic gets the source's limit by config sync.
             create(src, "big", 2, {"max.message.bytes": str(4 * MIB)})
@@ -435,6 +444,13 @@ def main() -> int:
         (f"mirrorflow, spark-submit, {parts} records", submit_small_s, None),
         (f"mirrorflow, Connect, {args.big_records} x 1 MiB", big_s, None)]
     past_fixed = n / max(connect_s - connect_small_s, 1e-9)
+    # What each warm pass over the backlog cost the whole machine (brokers included), and
+    # how busy it kept the cores: a contender near 1.0 is CPU-bound, so its time can only
+    # fall with its CPU-seconds, and the CPU-seconds bound the ratios (docs/benchmark.md).
+    cpu = {"consume_ceiling": consume_cpu, "produce_ceiling": produce_cpu,
+           "baseline_loop": loop_cpu,
+           **{f"mm2_{setting}": mm2[setting]["cpu"] for setting in MM2_SETTINGS},
+           "mirrorflow_connect": connect_cpu}
     # The same without either run's proof: the mirror's own pace, against the loop's.
     mirror_past_fixed = n / max((connect_s - connect_check_s)
                                 - (connect_small_s - small_check_s), 1e-9)
@@ -477,6 +493,10 @@ def main() -> int:
         "ratio_vs_mm2_eos_cold": round(mm2["eos"]["cold"] / connect_cold_s, 2),
         "ratio_vs_baseline": round(loop_s / connect_s, 2),
         "ratio_vs_ceiling": round(max(consume_s, produce_s) / connect_s, 2),
+        "cpu_s": {name: round(c.seconds, 1) for name, c in cpu.items()},
+        "cpu_busy_share": {name: round(c.share, 2) for name, c in cpu.items()},
+        "ratio_vs_mm2_cpu": round(cpu["mm2_tuned"].seconds / connect_cpu.seconds, 2),
+        "ratio_vs_mm2_eos_cpu": round(cpu["mm2_eos"].seconds / connect_cpu.seconds, 2),
         "big_records": args.big_records, "big_record_bytes": MIB,
         "big_partition_mib": round(args.big_records / 2),
         "big_run_s": round(big_s, 2),
@@ -495,6 +515,7 @@ def main() -> int:
           + ", ".join(f"{k} {v} MiB" for k, v in figures["big_peak_rss_mib"].items()))
     for key in ("ratio_vs_mm2", "ratio_vs_mm2_cold", "ratio_vs_mm2_eos",
                 "ratio_vs_mm2_eos_cold", "ratio_vs_baseline", "ratio_vs_ceiling",
+                "cpu_s", "cpu_busy_share", "ratio_vs_mm2_cpu", "ratio_vs_mm2_eos_cpu",
                 "validation_share", "fixed_cost_connect_s", "fixed_cost_cli_process_s",
                 "fixed_cost_submit_s",
                 "baseline_records_per_s", "mirrorflow_records_per_s_past_fixed_cost",
