@@ -497,7 +497,7 @@ def main() -> int:
         "cpu_s": {name: round(c.seconds, 1) for name, c in cpu.items()},
         "cpu_busy_share": {name: round(c.share, 2) for name, c in cpu.items()},
         "ratio_vs_mm2_cpu": round(mm2[best]["cpu"].seconds / connect_cpu.seconds, 2),
-        "ratio_vs_mm2_eos_cpu": round(cpu["mm2_eos"].seconds / connect_cpu.seconds, 2),
+        "ratio_vs_mm2_eos_cpu": round(mm2["eos"]["cpu"].seconds / connect_cpu.seconds, 2),
         "big_records": args.big_records, "big_record_bytes": MIB,
         "big_partition_mib": round(args.big_records / 2),
         "big_run_s": round(big_s, 2),
