@@ -245,9 +245,11 @@ def test_mirror_task_killed_then_retried_by_airflow(airflow_db, two_clusters, tm
 
 def test_a_task_failing_after_the_commit_fails_the_run(airflow_db, two_clusters, tmp_path,
                                                        monkeypatch, capfd, warm_spark) -> None:
-    """A run whose checkpoint task fails after the commit (here: the checkpoints topic
-    asks for more replicas than the target has brokers) ends failed, not green behind
-    the ``all_done`` report: the report, once written, fails naming the task."""
+    """A run whose checkpoints fail after the commit (here: the checkpoints topic asks for
+    more replicas than the target has brokers) ends failed, not green behind the
+    ``all_done`` report: the commit task's retries find the plan committed by this run,
+    commit nothing again and fail in the checkpoints again; the report, once written with
+    the commit's figures, fails naming the task."""
     create_topic(two_clusters["a"], "orders", 1)
     produce(two_clusters["a"], "orders", varied_records(5), 1)
     commit(two_clusters["a"], "app", "orders", {0: 3})
@@ -259,12 +261,15 @@ def test_a_task_failing_after_the_commit_fails_the_run(airflow_db, two_clusters,
     run = flow_dag(path, monkeypatch).test()
     got = states(run)
     assert str(run.state) == "failed", got
-    assert (got["commit_and_sync_offsets"], got["checkpoint"], got["report"]) == (
-        "success", "failed", "failed"), got
+    assert (got["commit_and_sync_offsets"], got["report"]) == ("failed", "failed"), got
     written = reports.read("a->b", run.run_id)  # before the report task failed
     assert written["records"] == 5 and "failed" not in written
+    assert written["note"] == f"plan {written['plan_id']} was committed by an earlier attempt"
+    assert read_partition(two_clusters["b"], "a.orders", 0) == read_partition(
+        two_clusters["a"], "orders", 0)  # once, whatever the retries
     printed = capfd.readouterr().out
-    assert "flow a->b: the run committed, but its task checkpoint failed (see its log)" in printed
+    assert ("flow a->b: the run committed, but its task commit_and_sync_offsets failed (see "
+            "its log)") in printed
     assert ("TopicCreationError: cluster 'b': cannot create topic 'a.checkpoints.internal' "
             "(1 partitions, replication factor 3): Unable to replicate the partition 3 "
             "time(s)") in printed

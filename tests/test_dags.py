@@ -100,9 +100,9 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
                     "b->a.emit.heartbeats.enabled = true\n")
     bag = dagbag_for(path, repo / "dags", monkeypatch)
     full, bare = bag.dags["mirror__a__b"], bag.dags["mirror__c__a"]
+    # Checkpoints and the metadata sync follow the commit in its task: no task of their own.
     assert set(full.task_ids) == {
-        "claim_flow", "plan", "mirror", "commit_and_sync_offsets", "checkpoint",
-        "await_heartbeat", "report", "sync_topic_metadata"}
+        "claim_flow", "plan", "mirror", "commit_and_sync_offsets", "await_heartbeat", "report"}
     assert set(bare.task_ids) == {"claim_flow", "plan", "mirror", "commit_and_sync_offsets",
                                   "report"}
     # The run owns the flow from claim_flow to report, which runs whatever the
@@ -112,13 +112,16 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
     assert full.get_task("claim_flow").mode == "reschedule"
     assert full.get_task("report").trigger_rule == "all_done"
     assert full.get_task("report").upstream_task_ids == {
-        "commit_and_sync_offsets", "checkpoint", "sync_topic_metadata", "await_heartbeat"}
+        "commit_and_sync_offsets", "await_heartbeat"}
     assert full.get_task("report").downstream_task_ids == set()
     assert bare.get_task("report").upstream_task_ids == {"commit_and_sync_offsets"}
     # The proof's verdict ends the mirror task: nothing is committed after a failed one.
-    assert full.get_task("mirror").downstream_task_ids == {"commit_and_sync_offsets"}
-    assert full.get_task("checkpoint").upstream_task_ids == {"commit_and_sync_offsets"}
+    assert full.get_task("mirror").downstream_task_ids == {"commit_and_sync_offsets",
+                                                           "await_heartbeat"}
+    # The heartbeat is sensed beside the commit, off the run's critical path.
     sensed = full.get_task("await_heartbeat")
+    assert sensed.upstream_task_ids == {"plan", "mirror"}
+    assert sensed.trigger_rule == "none_failed_min_one_success"
     assert sensed.since_ms == "{{ (ti.xcom_pull(task_ids='plan') or {}).get('heartbeat_ms') }}"
     # A run planned before an upgrade (its heartbeat written by a task of its own): the
     # heartbeat is looked for from the run's start.
@@ -127,7 +130,6 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
     assert sensed.since({"dag_run": SimpleNamespace(start_date=started)}) == 1_795_608_000_000
     sensed.since_ms = "1795608000123"
     assert sensed.since({}) == 1_795_608_000_123
-    assert full.get_task("sync_topic_metadata").upstream_task_ids == {"plan"}
     assert full.get_task("mirror").pool == "mirrorflow_spark"
     assert full.get_task("mirror").conn_id == "spark_default"
     assert bare.schedule is None or str(bare.timetable.summary) in ("None", "")
@@ -138,8 +140,7 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
     # Every task but the sensors (their waits have timeouts of their own) has a limit.
     assert {t.task_id: t.execution_timeout for t in full.tasks} == {
         "claim_flow": None, "await_heartbeat": None, "mirror": timedelta(hours=2),
-        **dict.fromkeys(("plan", "commit_and_sync_offsets", "checkpoint",
-                         "sync_topic_metadata", "report"), timedelta(minutes=10))}
+        **dict.fromkeys(("plan", "commit_and_sync_offsets", "report"), timedelta(minutes=10))}
     assert {t.task_id: t.execution_timeout for t in bare.tasks} == {
         "claim_flow": None, "mirror": timedelta(minutes=15),
         **dict.fromkeys(("plan", "commit_and_sync_offsets", "report"), timedelta(minutes=2))}

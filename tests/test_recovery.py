@@ -101,7 +101,7 @@ def test_the_documented_repair_after_a_failed_proof_ends_green(airflow_db, two_c
 
     got = states(repaired)
     assert str(repaired.state) == "success", got
-    assert got["mirror"] == got["await_heartbeat"] == got["checkpoint"] == "success"
+    assert got["mirror"] == got["await_heartbeat"] == got["commit_and_sync_offsets"] == "success"
     for p in range(3):
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
         assert len(read_partition(b, "a.orders", p)) == 200

@@ -363,7 +363,6 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
                                  max_records=max_records)
         progress.note(describe_plan(plan, resumed))
-        metadata = metadata_step(config, flow)  # the DAG's sync_topic_metadata, after plan
         validation = None
         master = master or flow.get("mirrorflow.spark.master")
         if plan.ranges:
@@ -389,8 +388,8 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
                                    time.monotonic() - started, metrics.health(config, flow))
             report = commit_step(config, flow, plan, run_id, resumed)
             report.validation = validation.to_dict() if validation else None
-            checkpoint_step(config, flow, report)
-            report.metadata = metadata
+            checkpoint_step(config, flow, report)  # as the DAG's commit_and_sync_offsets
+            report.metadata = metadata_step(config, flow)
             if beat is not None and heartbeats.senses(config, flow):
                 report.heartbeat = plain(heartbeats.status(config, flow, beat))
             report.duration_s = round(time.monotonic() - started, 3)

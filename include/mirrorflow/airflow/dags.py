@@ -6,11 +6,14 @@ file naming the property at fault. Every task calls the library functions that
 ``mirrorflow run`` calls. A task boundary is kept where a user sees it (a sensor that
 waits without a slot, the Spark job and its pool, the guarded commit, the report and its
 alert) and saved elsewhere: each costs a scheduler round and a task process, a second or
-more of a run; so the proof's verdict ends ``mirror`` rather than being a task of its own.
+more of a run; so the proof's verdict ends ``mirror``, and checkpoints and the topic
+metadata sync follow the commit in ``commit_and_sync_offsets``, rather than being tasks of
+their own.
 
 Task order: ``plan`` writes the run's heartbeat before it plans, so that this run's own
 mirror carries the heartbeat to the target, where ``await_heartbeat`` senses it; waiting
-for the next run instead could never succeed with ``max_active_runs = 1``. ``mirror``
+for the next run instead could never succeed with ``max_active_runs = 1``; it waits beside
+the commit, off the run's critical path. ``mirror``
 ends with the completeness check's verdict, before ``commit_and_sync_offsets``: a target
 that fails it fails ``mirror`` (no retries), keeps the plan pending and gets no
 checkpoints or group offsets.
@@ -44,6 +47,7 @@ HEARTBEAT_TIMEOUT_S = 600
 # (default_deferrable) waits without that race.
 CLAIM_POKE_S = 30
 CLAIM_TIMEOUT_S = 24 * 3600  # an owner that stops lapses long before
+COMMIT_TASK = "commit_and_sync_offsets"
 
 
 def config_path() -> Path:
@@ -133,54 +137,46 @@ def _plan(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> 
 def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
                             run_id: str) -> dict:
     """Check the Spark job's result and its passing proof, emit offset syncs, commit
-    positions. A plan that is no longer pending (this task of an older run, cleared or
-    re-run) commits nothing: the task says who committed or superseded it, and ends."""
-    from mirrorflow.run import RunResult, commit_step
+    positions; then what MM2's checkpoint connector does (checkpoints, translated offsets
+    into idle target groups) and the topic configs and ACLs that are due, each as the flow
+    enables it, in the order ``mirrorflow run`` does them. One task, not three: each
+    follows the commit and needs no task boundary, which costs a scheduler round and a task
+    process, a second or more of a run.
+
+    A retry after a commit whose syncs failed finds the plan committed by this run: it
+    reports that commit again and redoes the syncs, each forward only. A plan that is no
+    longer pending otherwise (this task of an older run, cleared or re-run) commits
+    nothing: the task says who committed or superseded it, then syncs what is due."""
+    from mirrorflow.run import checkpoint_step, metadata_step
+
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        committed = _commit(config, flow, planned, run_id)
+        # For the report, should a sync below fail: the run committed all the same.
+        handoff(flow_name, run_id, COMMIT_TASK, plain(committed))
+        checkpoint_step(config, flow, committed)
+        committed.metadata = metadata_step(config, flow)
+    return handoff(flow_name, run_id, COMMIT_TASK, plain(committed))
+
+
+def _commit(config: MirrorConfig, flow: FlowConfig, planned: dict, run_id: str):
+    """The commit's :class:`mirrorflow.run.RunResult`, or what stands for it where the
+    plan is no longer pending."""
+    from mirrorflow.run import RunResult, commit_step, summarize
     from mirrorflow.source.plan_records import PlanNotPendingError
     from mirrorflow.source.plan_store import PlanStore
 
-    with _leased(config_file, flow_name, run_id) as (config, flow):
-        store = PlanStore(config, flow)
-        try:
-            store.require_pending(planned["plan_id"])  # before load: old plans are pruned
-            stored = store.load(planned["plan_id"])
-            committed = plain(commit_step(config, flow, stored, run_id, planned["resumed"]))
-        except PlanNotPendingError as exc:
-            log.warning("%s", exc)
-            committed = plain(RunResult(flow.name, run_id, planned["plan_id"],
-                                        planned["resumed"], note=str(exc)))
-    return handoff(flow_name, run_id, "commit_and_sync_offsets", committed)
-
-
-def checkpoint(config_file: str, flow_name: str, run_id: str) -> dict:
-    """What MM2's checkpoint connector does, each part as the flow enables it: emit
-    checkpoints (how many, and per group the checkpoint latency in ms), then sync the
-    translated offsets into idle target groups (it reads the checkpoint store, as MM2's
-    does), forward only."""
-    import time
-
-    from mirrorflow.checkpoint import checkpoints
-    from mirrorflow.run import checkpoint_latency
-
-    done: dict = {}
-    with _leased(config_file, flow_name, run_id) as (config, flow):
-        if flow.get("emit.checkpoints.enabled"):
-            started = time.time()
-            computed = checkpoints.compute(config, flow)
-            done.update(count=checkpoints.emit(config, flow, computed),
-                        latency_ms=checkpoint_latency(computed, started))
-        if flow.get("sync.group.offsets.enabled"):
-            done["group_sync"] = [plain(g) for g in checkpoints.sync_group_offsets(config, flow)]
-    return handoff(flow_name, run_id, "checkpoint", done)
-
-
-def sync_topic_metadata(config_file: str, flow_name: str, run_id: str) -> dict:
-    """Topic configs and ACLs to the remote topics, when their intervals have passed."""
-    from mirrorflow.run import metadata_step
-
-    with _leased(config_file, flow_name, run_id) as (config, flow):
-        done = metadata_step(config, flow)
-    return handoff(flow_name, run_id, "sync_topic_metadata", done)
+    store = PlanStore(config, flow)
+    plan_id, resumed = planned["plan_id"], planned["resumed"]
+    try:
+        store.require_pending(plan_id)  # before load: old plans are pruned
+        return commit_step(config, flow, store.load(plan_id), run_id, resumed)
+    except PlanNotPendingError as exc:
+        log.warning("%s", exc)
+        if exc.committed_by != run_id:
+            return RunResult(flow.name, run_id, plan_id, resumed, note=str(exc))
+    again = summarize(flow, store.load(plan_id), store.result(plan_id), resumed)
+    again.run_id, again.note = run_id, f"plan {plan_id} was committed by an earlier attempt"
+    return again
 
 
 def report(config_file: str, flow_name: str, run_id: str, params: dict | None = None,
@@ -214,24 +210,18 @@ def _summary(config_file: str, flow_name: str, run_id: str, ti, dag_run) -> dict
 
     config = load_config(config_file)
     flow = config.flow(flow_name)
-    committed = received(flow_name, run_id, "commit_and_sync_offsets", ti)
+    # A commit task that failed after its commit (a checkpoint, a metadata sync) handed
+    # off the commit's result before it failed.
+    committed = (received(flow_name, run_id, COMMIT_TASK, ti)
+                 or reports.read_part(flow_name, run_id, COMMIT_TASK))
     if committed is None:
         return _failed_report(config, flow, run_id)
     summary = dict(committed, run_id=run_id,
                    validation=PlanStore(config, flow).validation(committed["plan_id"]),
                    lag=metrics.replication_lag(config, flow))
-    pulled = {task_id: received(flow_name, run_id, task_id, ti)
-              for task_id in ("checkpoint", "await_heartbeat", "sync_topic_metadata")}
-    checkpointed = pulled["checkpoint"] or {}
-    if "count" in checkpointed:
-        summary["checkpoints"] = checkpointed["count"]
-        summary["checkpoint_latency_ms"] = checkpointed["latency_ms"]
-    if "group_sync" in checkpointed:
-        summary["group_sync"] = checkpointed["group_sync"]
-    if pulled["await_heartbeat"] is not None:
-        summary["heartbeat"] = pulled["await_heartbeat"]
-    if pulled["sync_topic_metadata"] is not None:
-        summary["metadata"] = pulled["sync_topic_metadata"]
+    heartbeat = received(flow_name, run_id, "await_heartbeat", ti)
+    if heartbeat is not None:
+        summary["heartbeat"] = heartbeat
     if dag_run is not None and dag_run.start_date is not None:
         summary["duration_s"] = round(
             (datetime.now(dag_run.start_date.tzinfo) - dag_run.start_date).total_seconds(), 3)
@@ -384,10 +374,16 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                    "before anything is committed; Data Docs in the reports. Skipped when "
                    "the plan is empty.")
         # Runs after skipped Spark tasks (nothing to mirror), not after a skipped plan.
-        committed = task(task_id="commit_and_sync_offsets", execution_timeout=limit,
+        committed = task(task_id=COMMIT_TASK, execution_timeout=limit,
                          trigger_rule="none_failed_min_one_success",
-                         doc_md="Emit offset syncs, then commit positions (MM2's offset store).")(
+                         doc_md="Emit offset syncs, then commit positions (MM2's offset "
+                                "store); then, each as the flow enables it, checkpoints for "
+                                "the selected groups and their translated offsets into idle "
+                                "target groups, forward only (MM2's checkpoint connector), "
+                                "and topic configs and READ ACLs to the remote topics, per "
+                                "interval (sync.topic.configs / sync.topic.acls).")(
             commit_and_sync_offsets)(path, name, planned)
+        planned >> mirror >> committed
         last = [committed]
         if heartbeats.senses(config, flow):
             sensed = HeartbeatSensor(
@@ -396,25 +392,11 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                 config_file=path, flow_name=name,
                 since_ms="{{ (ti.xcom_pull(task_ids='plan') or {}).get('heartbeat_ms') }}",
                 poke_interval=5, timeout=HEARTBEAT_TIMEOUT_S, mode="reschedule",
-                deferrable=_default_deferrable())
-            committed >> sensed
+                trigger_rule="none_failed_min_one_success", deferrable=_default_deferrable())
+            # Beside the commit, after the mirror that carried the beat (and, as the commit,
+            # after a skipped mirror too).
+            [planned, mirror] >> sensed
             last.append(sensed)
-        planned >> mirror >> committed
-        if flow.get("emit.checkpoints.enabled") or flow.get("sync.group.offsets.enabled"):
-            checkpointed = task(task_id="checkpoint", execution_timeout=limit,
-                                doc_md="Checkpoints for the selected groups, then their "
-                                       "translated offsets into idle target groups, forward "
-                                       "only (each as the flow enables it, like MM2's "
-                                       "checkpoint connector).")(checkpoint)(path, name)
-            committed >> checkpointed
-            last.append(checkpointed)
-        if flow.get("sync.topic.configs.enabled") or flow.get("sync.topic.acls.enabled"):
-            metadata = task(task_id="sync_topic_metadata", execution_timeout=limit,
-                            doc_md="Topic configs and READ ACLs to the remote topics (MM2's "
-                                   "sync.topic.configs / sync.topic.acls), per interval.")(
-                sync_topic_metadata)(path, name)
-            planned >> metadata
-            last.append(metadata)
         summary = task(task_id="report", trigger_rule="all_done", execution_timeout=limit,
                        doc_md="Whatever the other tasks did: the run lets go of the flow, "
                               "writes its summary, the flow's report index and metrics (the "

@@ -23,7 +23,13 @@ class PlanError(MirrorflowError):
 class PlanNotPendingError(MirrorflowError):
     """A step was asked to work on a plan that is no longer the flow's pending plan (a
     cleared or re-run task of an older run): nothing is done, and the message says who
-    committed or superseded it."""
+    committed or superseded it; ``committed_by`` is the run that committed it, if one did
+    (an earlier attempt of the asking task itself, after a commit whose later syncs
+    failed)."""
+
+    def __init__(self, message: str, committed_by: str | None = None):
+        super().__init__(message)
+        self.committed_by = committed_by
 
 
 @dataclass(frozen=True)

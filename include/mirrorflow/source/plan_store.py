@@ -41,6 +41,7 @@ class PlanStore:
         if pending == plan_id.encode():
             return
         committed = entries.get(b"committed/" + plan_id.encode())
+        by = None
         if committed is not None:
             by = json.loads(committed).get("run_id", "?")
             why = f"it was already committed by run {by}"
@@ -51,7 +52,7 @@ class PlanStore:
         else:
             why = "it was dropped (a reset, or the plan store was cleared) and nothing is pending"
         raise PlanNotPendingError(f"plan {plan_id} of flow {self.flow} is not pending: {why}; "
-                                  "nothing was done")
+                                  "nothing was done", committed_by=by)
 
     def pending(self) -> Plan | None:
         entries = self.topic.read()
