@@ -101,15 +101,17 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
     bag = dagbag_for(path, repo / "dags", monkeypatch)
     full, bare = bag.dags["mirror__a__b"], bag.dags["mirror__c__a"]
     # Checkpoints and the metadata sync follow the commit in its task: no task of their own.
+    # The plan task claims the flow first: no claim task of its own.
     assert set(full.task_ids) == {
-        "claim_flow", "plan", "mirror", "commit_and_sync_offsets", "await_heartbeat", "report"}
-    assert set(bare.task_ids) == {"claim_flow", "plan", "mirror", "commit_and_sync_offsets",
-                                  "report"}
-    # The run owns the flow from claim_flow to report, which runs whatever the
-    # other tasks did and waits for all of them.
-    assert full.get_task("claim_flow").downstream_task_ids == {"plan"}
-    assert bare.get_task("claim_flow").downstream_task_ids == {"plan"}
-    assert full.get_task("claim_flow").mode == "reschedule"
+        "plan", "mirror", "commit_and_sync_offsets", "await_heartbeat", "report"}
+    assert set(bare.task_ids) == {"plan", "mirror", "commit_and_sync_offsets", "report"}
+    # The run owns the flow from plan to report, which runs whatever the other tasks did
+    # and waits for all of them.
+    assert full.get_task("plan").upstream_task_ids == set()
+    assert full.get_task("plan").downstream_task_ids == {
+        "mirror", "commit_and_sync_offsets", "await_heartbeat"}
+    assert bare.get_task("plan").downstream_task_ids == {"mirror", "commit_and_sync_offsets"}
+    assert full.get_task("plan").mode == "reschedule"
     assert full.get_task("report").trigger_rule == "all_done"
     assert full.get_task("report").upstream_task_ids == {
         "commit_and_sync_offsets", "await_heartbeat"}
@@ -139,10 +141,10 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
         assert all(t.retries >= 2 and t.doc_md for t in dag.tasks), dag.dag_id
     # Every task but the sensors (their waits have timeouts of their own) has a limit.
     assert {t.task_id: t.execution_timeout for t in full.tasks} == {
-        "claim_flow": None, "await_heartbeat": None, "mirror": timedelta(hours=2),
+        "await_heartbeat": None, "mirror": timedelta(hours=2),
         **dict.fromkeys(("plan", "commit_and_sync_offsets", "report"), timedelta(minutes=10))}
     assert {t.task_id: t.execution_timeout for t in bare.tasks} == {
-        "claim_flow": None, "mirror": timedelta(minutes=15),
+        "mirror": timedelta(minutes=15),
         **dict.fromkeys(("plan", "commit_and_sync_offsets", "report"), timedelta(minutes=2))}
 
 
@@ -264,7 +266,7 @@ def test_continuous_schedule_runs_back_to_back_one_at_a_time_and_unknown_presets
     assert "one of @once, @continuous, @hourly" in error and "'@sometimes'" in error
 
 
-def test_claim_flow_fails_at_once_naming_the_cluster_that_does_not_answer(
+def test_plan_fails_at_once_naming_the_cluster_that_does_not_answer(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The run's first task checks both clusters before it claims anything: a cluster that
     does not answer fails it, naming the cluster and its address."""
@@ -276,7 +278,7 @@ def test_claim_flow_fails_at_once_naming_the_cluster_that_does_not_answer(
     path.write_text(f"clusters = a, b\na.bootstrap.servers = 127.0.0.1:{port}\n"
                     f"b.bootstrap.servers = 127.0.0.1:{port}\na->b.enabled = true\n")
     claim = dagbag_for(path, repo / "dags", monkeypatch).dags["mirror__a__b"].get_task(
-        "claim_flow")
+        "plan")
     with pytest.raises(ClusterUnreachableError,
                        match=rf"^cluster 'a' \(127\.0\.0\.1:{port}\) is not reachable: no "
                              "broker answers there$"):

@@ -39,7 +39,7 @@ stale holder's sync there is an older, still true pair (the flow's own translati
 reads the fenced history on the target), and the source needs no transactional grant.
 
 **A DAG run owns the flow from its first task to its last** (issue 37): the DAG's
-``claim_flow`` sensor adds the run's *run hold* (holder ``run``, lapsing
+first task, ``plan`` (a sensor), adds the run's *run hold* (holder ``run``, lapsing
 ``mirrorflow.lease.run.timeout.seconds`` after the run's last task let go), every task
 of the run joins it, and its last task, ``report`` (run whatever the other tasks'
 outcome), releases it. A run that finds the flow owned by another live run waits in the sensor,

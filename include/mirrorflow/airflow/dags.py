@@ -6,9 +6,10 @@ file naming the property at fault. Every task calls the library functions that
 ``mirrorflow run`` calls. A task boundary is kept where a user sees it (a sensor that
 waits without a slot, the Spark job and its pool, the guarded commit, the report and its
 alert) and saved elsewhere: each costs a scheduler round and a task process, a second or
-more of a run; so the proof's verdict ends ``mirror``, and checkpoints and the topic
-metadata sync follow the commit in ``commit_and_sync_offsets``, rather than being tasks of
-their own.
+more of a run; so ``plan`` claims the flow before it plans (a sensor: it waits there while
+another run owns the flow), the proof's verdict ends ``mirror``, and checkpoints and the
+topic metadata sync follow the commit in ``commit_and_sync_offsets``, rather than being
+tasks of their own.
 
 Task order: ``plan`` writes the run's heartbeat before it plans, so that this run's own
 mirror carries the heartbeat to the target, where ``await_heartbeat`` senses it; waiting
@@ -22,6 +23,7 @@ checkpoints or group offsets.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import Iterator
@@ -73,7 +75,7 @@ def _leased(config_file: str, flow_name: str, run_id: str
 
 def _release(config_file: str, flow_name: str, run_id: str) -> None:
     """The run lets go of its flow (its state-writing tasks are done, whatever their
-    outcome), so the next run's ``claim_flow`` goes on at once."""
+    outcome), so the next run's ``plan`` goes on at once."""
     from mirrorflow.lease import FlowLease
 
     config = load_config(config_file)
@@ -81,11 +83,13 @@ def _release(config_file: str, flow_name: str, run_id: str) -> None:
 
 
 def plan(config_file: str, flow_name: str, params: dict, run_id: str) -> dict:
-    """Write this run's heartbeats (as MM2's connectors of the pair and its reverse do,
-    first, so that this run's mirror carries them; ``heartbeat_ms`` is their timestamp),
-    reset positions if asked (confirmed), then plan or resume the pending plan. A dry run
-    takes no lease and writes nothing: it logs the reset's positions and the plan that
-    would follow, and skips the rest of the run."""
+    """What the ``plan`` task does once its run owns the flow
+    (:class:`mirrorflow.airflow.sensors.FlowClaimSensor`): write this run's heartbeats (as
+    MM2's connectors of the pair and its reverse do, first, so that this run's mirror
+    carries them; ``heartbeat_ms`` is their timestamp), reset positions if asked
+    (confirmed), then plan or resume the pending plan. A dry run takes no lease and writes
+    nothing: it logs the reset's positions and the plan that would follow, and skips the
+    rest of the run."""
     from mirrorflow.heartbeat import heartbeats
 
     if params.get("dry_run"):
@@ -333,8 +337,9 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
     from mirrorflow.heartbeat import heartbeats
 
     path, name = str(config.path), flow.name
-    # Every task but the sensors (whose waits have timeouts of their own), held to it by
-    # Airflow and, where Python cannot be interrupted, by mirrorflow.airflow.watchdog.
+    # Every task's execution but the heartbeat's (a sensor's wait, deferred or rescheduled,
+    # has a timeout of its own), held to it by Airflow and, where Python cannot be
+    # interrupted, by mirrorflow.airflow.watchdog.
     limit = timedelta(seconds=flow.get("mirrorflow.task.timeout.seconds"))
     with DAG(
         dag_id=flow.dag_id,
@@ -348,20 +353,19 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
         params=_params(),
         doc_md=_doc(flow, config),
     ) as dag:
-        claimed = FlowClaimSensor(
-            task_id="claim_flow", config_file=path, flow_name=name, mode="reschedule",
-            poke_interval=CLAIM_POKE_S, timeout=CLAIM_TIMEOUT_S,
+        planned = FlowClaimSensor(
+            task_id="plan", config_file=path, flow_name=name,
+            then=functools.partial(plan, path, name), mode="reschedule",
+            poke_interval=CLAIM_POKE_S, timeout=CLAIM_TIMEOUT_S, execution_timeout=limit,
             deferrable=_default_deferrable(),
             doc_md="Both clusters answer (else it fails naming the cluster); then this run "
-                   "takes the flow for itself until its report lets go; while another live run "
-                   "of the flow owns it (a backfill, a manual trigger, another deployment), "
-                   "it waits here, rescheduled, holding no worker slot.")
-        planned = task(task_id="plan", execution_timeout=limit,
-                       doc_md="This run's heartbeats as MM2 emits them (the pair's into the "
-                              "target, the reverse pair's into the source, so that this run's "
-                              "mirror carries them), the reset if one is asked, then the "
-                              "run's ranges stored (a retry reuses them).")(plan)(path, name)
-        claimed >> planned
+                   "takes the flow for itself until its report lets go (while another live "
+                   "run of the flow owns it: a backfill, a manual trigger, another "
+                   "deployment, it waits here, deferred or rescheduled, holding no worker "
+                   "slot); then this run's heartbeats as MM2 emits them (the pair's into the "
+                   "target, the reverse pair's into the source, so that this run's mirror "
+                   "carries them), the reset if one is asked, and the run's ranges stored (a "
+                   "retry reuses them).")
         mirror = MirrorJobOperator(
             config_file=path, flow_name=name, conn_id=flow.get("mirrorflow.spark.conn.id"),
             task_id="mirror", pool=SPARK_POOL,
@@ -382,7 +386,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                                 "target groups, forward only (MM2's checkpoint connector), "
                                 "and topic configs and READ ACLs to the remote topics, per "
                                 "interval (sync.topic.configs / sync.topic.acls).")(
-            commit_and_sync_offsets)(path, name, planned)
+            commit_and_sync_offsets)(path, name, planned.output)
         planned >> mirror >> committed
         last = [committed]
         if heartbeats.senses(config, flow):

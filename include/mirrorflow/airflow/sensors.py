@@ -1,9 +1,11 @@
 """The DAG's sensors.
 
-* ``claim_flow`` (:class:`FlowClaimSensor`): both clusters answer (else it fails at once,
-  naming the cluster); then the run takes the flow for itself, or waits (rescheduled: no
-  worker slot held) while another live run of the flow owns it, so that runs of one flow
-  never race, whatever a backfill's ``max_active_runs`` says.
+* ``plan`` (:class:`FlowClaimSensor`): both clusters answer (else it fails at once,
+  naming the cluster); then the run takes the flow for itself, or waits (deferred or
+  rescheduled: no worker slot held) while another live run of the flow owns it, so that
+  runs of one flow never race, whatever a backfill's ``max_active_runs`` says; once it owns
+  the flow, the same task process plans the run (one task, not two: a task boundary costs
+  a scheduler round and a task process, a second or more of every run).
 * ``await_heartbeat`` (:class:`HeartbeatSensor`): has this run's heartbeat reached the
   target? It pokes in the worker, or, with ``deferrable=True`` (Airflow's
   ``[operators] default_deferrable``), hands the waiting to the triggerer through
@@ -13,7 +15,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from airflow.sdk import PokeReturnValue
@@ -139,26 +141,29 @@ class FlowFreeTrigger(BaseTrigger):
 
 class FlowClaimSensor(BaseSensorOperator):
     """Succeeds once this DAG run owns its flow (the lease's run hold, see
-    :mod:`mirrorflow.lease`). While another run owns it, the task waits without a worker
-    slot: deferred to the triggerer (``deferrable=True``, Airflow's
-    ``[operators] default_deferrable``), or rescheduled every ``poke_interval``."""
+    :mod:`mirrorflow.lease`) and has done ``then`` (the run's first step: its plan) in the
+    same task process; ``then(params, run_id)``'s value is the task's XCom. While another
+    run owns the flow, the task waits without a worker slot: deferred to the triggerer
+    (``deferrable=True``, Airflow's ``[operators] default_deferrable``), or rescheduled
+    every ``poke_interval``. A dry run claims nothing; ``then`` is asked all the same."""
 
     template_fields = ("run_id",)
 
-    def __init__(self, *, config_file: str, flow_name: str, run_id: str = "{{ run_id }}",
+    def __init__(self, *, config_file: str, flow_name: str,
+                 then: Callable[[dict, str], Any], run_id: str = "{{ run_id }}",
                  deferrable: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.config_file, self.flow_name, self.run_id = config_file, flow_name, run_id
-        self.deferrable = deferrable
+        self.then, self.deferrable = then, deferrable
 
     def execute(self, context):
         check_clusters(self.config_file, self.flow_name)
         if not self.deferrable:
-            return super().execute(context)
-        self.execute_complete(context, None)
-        return None
+            super().execute(context)  # returns once claimed; else reschedules the task
+            return self._then(context)
+        return self.execute_complete(context, None)
 
-    def execute_complete(self, context, event: dict | None) -> None:
+    def execute_complete(self, context, event: dict | None):
         """Claim; while another run owns the flow, defer until it is free and try again
         (another waiting run may claim it first)."""
         if not self.poke(context):
@@ -166,6 +171,10 @@ class FlowClaimSensor(BaseSensorOperator):
 
             self.defer(trigger=FlowFreeTrigger(self.config_file, self.flow_name, self.run_id),
                        method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
+        return self._then(context)
+
+    def _then(self, context):
+        return self.then(context.get("params") or {}, self.run_id)
 
     def poke(self, context) -> bool:
         from mirrorflow.config.loader import load_config

@@ -49,7 +49,8 @@ MIRRORFLOW_SPECS = [
         "mirrorflow.task.timeout.seconds",
         "600",
         as_positive_int,
-        "Airflow's execution_timeout of every task of the flow's DAG but mirror; a task "
+        "Airflow's execution_timeout of every task of the flow's DAG but mirror and "
+        "await_heartbeat (of plan: each execution, not its wait for the flow); a task "
         "process still running a tenth later (stuck where Python cannot interrupt it) "
         "dumps its threads' stacks to the task log and exits, and Airflow retries it.",
         origin="mirrorflow",
@@ -80,7 +81,7 @@ MIRRORFLOW_SPECS = [
         "mirrorflow.lease.run.timeout.seconds",
         "900",
         as_positive_int,
-        "A DAG run owns its flow from claim_flow to its report task; between its tasks the "
+        "A DAG run owns its flow from its plan task to its report task; between its tasks the "
         "ownership lapses this long after the last task let go (a run killed hard).",
         origin="mirrorflow",
     ),
