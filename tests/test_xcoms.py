@@ -51,6 +51,25 @@ def test_ten_thousand_partitions_hand_off_a_bounded_xcom_and_the_whole_through_t
     assert received("a->b", "run-1", "commit_and_sync_offsets", ti) == short
 
 
+def test_the_report_takes_a_failed_commit_tasks_kept_result_only_for_this_plan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit task that failed after its commit kept the commit's result: the report
+    takes it for the plan this run's ``plan`` task made, and not after the run was cleared
+    and planned anew (the kept result is the earlier attempt's plan, committed then)."""
+    from mirrorflow.airflow.dags import committed_output
+
+    monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path))
+    kept = asdict(RunResult("a->b", "run-1", "p1", False, records=5))
+    handoff("a->b", "run-1", "commit_and_sync_offsets", kept)
+    assert committed_output("a->b", "run-1", TaskInstance({"plan": {"plan_id": "p1"}})) == kept
+    assert committed_output("a->b", "run-1", TaskInstance({"plan": {"plan_id": "p2"}})) is None
+    assert committed_output("a->b", "run-1", TaskInstance({})) is None  # plan failed too
+    done = dict(kept, records=6)
+    short = handoff("a->b", "run-1", "commit_and_sync_offsets", done)
+    assert committed_output("a->b", "run-1", TaskInstance(
+        {"plan": {"plan_id": "p9"}, "commit_and_sync_offsets": short})) == done
+
+
 def test_lag_alerts_of_ten_thousand_partitions_name_the_first_twenty() -> None:
     flow = parse_config("clusters = a, b\na.bootstrap.servers = a:1\nb.bootstrap.servers = "
                         "b:1\na->b.enabled = true\n"

@@ -202,10 +202,22 @@ def topic_partitions(bootstrap: str, topic: str) -> int:
 
 
 def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """Commit ``group``'s offsets of ``topic`` (partition -> offset)."""
+    """Commit ``group``'s offsets of ``topic`` (partition -> offset); retried while a fresh
+    broker's group coordinator is still loading (COORDINATOR_LOAD_IN_PROGRESS)."""
+    import time
+
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
-                    asynchronous=False)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                            asynchronous=False)
+            break
+        except KafkaException as exc:
+            if (exc.args[0].code() != KafkaError.COORDINATOR_LOAD_IN_PROGRESS
+                    or time.monotonic() > deadline):
+                raise
+            time.sleep(0.5)
     consumer.close()
 
 

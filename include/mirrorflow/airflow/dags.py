@@ -214,10 +214,7 @@ def _summary(config_file: str, flow_name: str, run_id: str, ti, dag_run) -> dict
 
     config = load_config(config_file)
     flow = config.flow(flow_name)
-    # A commit task that failed after its commit (a checkpoint, a metadata sync) handed
-    # off the commit's result before it failed.
-    committed = (received(flow_name, run_id, COMMIT_TASK, ti)
-                 or reports.read_part(flow_name, run_id, COMMIT_TASK))
+    committed = committed_output(flow_name, run_id, ti)
     if committed is None:
         return _failed_report(config, flow, run_id)
     summary = dict(committed, run_id=run_id,
@@ -233,6 +230,21 @@ def _summary(config_file: str, flow_name: str, run_id: str, ti, dag_run) -> dict
     metrics.update(flow_name, summary)
     log.info("report of %s written to %s", flow_name, path)
     return _for_check(flow, summary)
+
+
+def committed_output(flow_name: str, run_id: str, ti) -> dict | None:
+    """What the run's commit task handed off: the whole behind its XCom; else, where the
+    task failed after its commit (a checkpoint, a metadata sync), what it kept before its
+    syncs, if that is of this run's plan (not left by an earlier attempt of the run, cleared
+    since, whose plan was committed then)."""
+    from mirrorflow.quality import reports
+
+    committed = received(flow_name, run_id, COMMIT_TASK, ti)
+    if committed is not None or ti is None:
+        return committed
+    kept = reports.read_part(flow_name, run_id, COMMIT_TASK)
+    planned = ti.xcom_pull(task_ids="plan") or {}
+    return kept if kept is not None and kept.get("plan_id") == planned.get("plan_id") else None
 
 
 def _for_check(flow: FlowConfig, summary: dict) -> dict:
