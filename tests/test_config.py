@@ -66,6 +66,7 @@ MM2_DEFAULTS = {
 }
 MIRRORFLOW_DEFAULTS = {
     "mirrorflow.schedule": "*/5 * * * *",
+    "mirrorflow.schedule.spread.seconds": 60,
     "mirrorflow.spark.master": "local[*]",
     "mirrorflow.spark.conn.id": "spark_default",
     "mirrorflow.retry.delay.seconds": 60,

@@ -283,3 +283,43 @@ def test_plan_fails_at_once_naming_the_cluster_that_does_not_answer(
                        match=rf"^cluster 'a' \(127\.0\.0\.1:{port}\) is not reachable: no "
                              "broker answers there$"):
         claim.execute({"params": {}})
+
+
+def test_flows_on_one_cron_start_spread_over_its_first_minute_through_serialization(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four flows on ``* * * * *`` start 0, 15, 30 and 45 s after each minute in the order
+    of their names (a flow on ``@continuous`` takes no place among them); the timetable
+    survives the round trip through Airflow's serialized DAG (the plugin registers it, as
+    the scheduler needs); ``mirrorflow.schedule.spread.seconds = 0`` starts them together."""
+    import pendulum
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    path = tmp_path / "mm2.properties"
+    clusters = "clusters = a, b, c\n" + "".join(
+        f"{c}.bootstrap.servers = {c}:1\n" for c in "abc")
+    flows = ["a->b", "b->a", "a->c", "c->a", "b->c"]
+    path.write_text(clusters + "".join(f"{f}.enabled = true\n" for f in flows)
+                    + "mirrorflow.schedule = * * * * *\nc->a.mirrorflow.schedule = @continuous\n")
+    bag = dagbag_for(path, repo / "dags", monkeypatch)
+    assert bag.import_errors == {}
+    minute = pendulum.datetime(2026, 1, 1, 0, 0, tz="UTC")
+    starts = {}
+    for flow in ("a->c", "b->a", "b->c"):
+        # As a backfill sees it: the serialized DAG's runs between two dates.
+        dag = DagSerialization.from_dict(DagSerialization.to_dict(
+            bag.dags["mirror__" + flow.replace("->", "__")]))
+        starts[flow] = [info.run_after.isoformat() for info in
+                        dag.iter_dagrun_infos_between(minute, minute + timedelta(minutes=2))]
+    assert starts == {
+        "a->c": ["2026-01-01T00:00:15+00:00", "2026-01-01T00:01:15+00:00"],
+        "b->a": ["2026-01-01T00:00:30+00:00", "2026-01-01T00:01:30+00:00"],
+        "b->c": ["2026-01-01T00:00:45+00:00", "2026-01-01T00:01:45+00:00"]}
+    later = bag.dags["mirror__b__c"]
+    assert later.timetable.summary == "* * * * * +45s"
+    assert "45 s after each cron time" in later.doc_md
+    assert bag.dags["mirror__a__b"].schedule == "* * * * *"  # the first: Airflow's own cron
+
+    path.write_text(path.read_text() + "mirrorflow.schedule.spread.seconds = 0\n")
+    bag = dagbag_for(path, repo / "dags", monkeypatch)
+    assert {bag.dags[f"mirror__{f.replace('->', '__')}"].schedule for f in flows} == {
+        "* * * * *", "@continuous"}

@@ -25,6 +25,16 @@ MIRRORFLOW_SPECS = [
         origin="mirrorflow",
     ),
     PropertySpec(
+        "mirrorflow.schedule.spread.seconds",
+        "60",
+        as_non_negative_int,
+        "Enabled flows on a cron schedule start this many seconds apart in all, in the "
+        "order of their names: flow k of n starts k * spread / n seconds after each cron time, "
+        "so that their plans and mirrors do not all queue at the same second. 0 starts "
+        "them together.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
         "mirrorflow.spark.master",
         "local[*]",
         as_string,
