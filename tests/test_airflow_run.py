@@ -107,6 +107,8 @@ def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, 
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
 
     out, err = capfd.readouterr()
+    # Every task's output reached the report whole: no warning of a missing part.
+    assert "no whole output" not in out + err + caplog.text
     written = [("stdout", out.encode()), ("stderr", err.encode()),
                ("log records", caplog.text.encode()),
                *everything_a_run_wrote(two_clusters, [airflow_db, tmp_path / "reports"])]

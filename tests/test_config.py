@@ -69,7 +69,7 @@ MIRRORFLOW_DEFAULTS = {
     "mirrorflow.schedule.spread.seconds": 60,
     "mirrorflow.spark.master": "local[*]",
     "mirrorflow.spark.conn.id": "spark_default",
-    "mirrorflow.retry.delay.seconds": 60,
+    "mirrorflow.retry.delay.seconds": 15,
     "mirrorflow.task.timeout.seconds": 600,
     "mirrorflow.mirror.timeout.seconds": 7200,
     "mirrorflow.lease.timeout.seconds": 30,

@@ -48,6 +48,9 @@ def test_twelve_flows_one_dag_each(repo: Path, fixtures: Path,
         assert dag.tags, dag.dag_id
         assert all(t.retries >= 2 for t in dag.tasks), dag.dag_id
         assert dag.default_args["retries"] >= 2
+        # The first retry 15 s after a failure, the second 30 s (and Airflow's jitter) later.
+        assert {(t.retry_delay, t.retry_exponential_backoff, t.max_retry_delay)
+                for t in dag.tasks} == {(timedelta(seconds=15), 2.0, timedelta(minutes=5))}
 
 
 def test_broken_config_is_one_import_error_naming_the_property(

@@ -42,6 +42,8 @@ CONFIG_ENV = "MIRRORFLOW_CONFIG"
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "mm2.properties"
 START_DATE = datetime(2024, 1, 1)
 RETRIES = 2
+BACKOFF = 2.0  # each retry's delay over the one before (Airflow 3.3 takes a multiplier)
+MAX_RETRY_DELAY = timedelta(minutes=5)
 SPARK_POOL = "mirrorflow_spark"
 HEARTBEAT_TIMEOUT_S = 600
 # Shorter reschedules race with LocalExecutor's events in Airflow 3.3 (a waiting run's
@@ -220,7 +222,8 @@ def _summary(config_file: str, flow_name: str, run_id: str, ti, dag_run) -> dict
     summary = dict(committed, run_id=run_id,
                    validation=PlanStore(config, flow).validation(committed["plan_id"]),
                    lag=metrics.replication_lag(config, flow))
-    heartbeat = received(flow_name, run_id, "await_heartbeat", ti)
+    # The sensor's XCom is its whole status (one pair's heartbeat, not per partition).
+    heartbeat = ti.xcom_pull(task_ids="await_heartbeat") if ti is not None else None
     if heartbeat is not None:
         summary["heartbeat"] = heartbeat
     if dag_run is not None and dag_run.start_date is not None:
@@ -367,8 +370,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
         catchup=False,
         max_active_runs=1,
         tags=[watchdog.TAG, f"flow:{name}", f"source:{flow.source}", f"target:{flow.target}"],
-        default_args={"retries": RETRIES,
-                      "retry_delay": timedelta(seconds=flow.get("mirrorflow.retry.delay.seconds"))},
+        default_args=_retries(flow),
         params=_params(),
         doc_md=_doc(flow, config),
     ) as dag:
@@ -430,6 +432,16 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             report)(path, name)
         last >> summary
     return dag
+
+
+def _retries(flow: FlowConfig) -> dict:
+    """Every task's retries: the first after ``mirrorflow.retry.delay.seconds``, each later
+    one after twice as long (Airflow's exponential backoff, with its jitter), at most
+    MAX_RETRY_DELAY: soon after a broker's restart, later through a longer outage."""
+    delay = flow.get("mirrorflow.retry.delay.seconds")
+    return {"retries": RETRIES, "retry_delay": timedelta(seconds=delay),
+            "retry_exponential_backoff": BACKOFF if delay else 0,
+            "max_retry_delay": MAX_RETRY_DELAY}
 
 
 def _default_deferrable() -> bool:

@@ -50,9 +50,11 @@ MIRRORFLOW_SPECS = [
     ),
     PropertySpec(
         "mirrorflow.retry.delay.seconds",
-        "60",
+        "15",
         as_non_negative_int,
-        "Airflow's delay before a failed task of the flow's DAG is retried.",
+        "Airflow's delay before a failed task of the flow's DAG is retried the first time; "
+        "the second retry waits twice as long (Airflow's exponential backoff, with its "
+        "jitter), at most 5 minutes; 0 retries at once.",
         origin="mirrorflow",
     ),
     PropertySpec(
