@@ -75,11 +75,11 @@ def schedule_offset(flow: FlowConfig, config: MirrorConfig) -> timedelta:
     return timedelta(seconds=on_cron.index(flow.name) * spread // len(on_cron))
 
 
-def flow_schedule(flow: FlowConfig, config: MirrorConfig) -> str | OffsetCronTimetable | None:
+def flow_schedule(flow: FlowConfig, offset: timedelta) -> str | OffsetCronTimetable | None:
     """What the flow's DAG gets as ``schedule``: ``mirrorflow.schedule`` itself, or, for a
-    cron started after its time, that cron in an ``OffsetCronTimetable``."""
+    cron started ``offset`` (:func:`schedule_offset`) after its time, that cron in an
+    ``OffsetCronTimetable``."""
     schedule = flow.get("mirrorflow.schedule")
-    offset = schedule_offset(flow, config)
     if not offset:
         return schedule
     from airflow.settings import TIMEZONE  # a cron string's timezone in a DAG like ours
