@@ -188,11 +188,17 @@ def test_one_mib_values_survive_the_mirror_exactly(spark, two_clusters, tmp_path
 
 def test_read_defaults_yield_to_the_clusters_own_settings() -> None:
     cluster = parse_config("clusters = a\na.bootstrap.servers = a:9092\n"
-                           "a.consumer.max.partition.fetch.bytes = 1048576\n").cluster("a")
+                           "a.consumer.max.partition.fetch.bytes = 1048576\n"
+                           "a.consumer.max.poll.records = 800\n").cluster("a")
     options = kafka_options(cluster)
     assert options["kafka.max.partition.fetch.bytes"] == "1048576"
+    assert options["kafka.max.poll.records"] == "800"
     assert {k: options[f"kafka.{k}"] for k in (
         "receive.buffer.bytes", "fetch.max.wait.ms", "enable.metrics.push",
         "auto.include.jmx.reporter")} == {
         "receive.buffer.bytes": "-1", "fetch.max.wait.ms": "0", "enable.metrics.push": "false",
         "auto.include.jmx.reporter": "false"}
+    plain = kafka_options(parse_config("clusters = a\na.bootstrap.servers = a:9092\n")
+                          .cluster("a"))
+    assert (plain["kafka.max.poll.records"], plain["kafka.max.partition.fetch.bytes"]) == (
+        "20000", "8388608")

@@ -48,12 +48,18 @@ FETCH_MAX_WAIT_MS = "0"
 # metric, 1,000 partitions of 3 records read in 3.3 s instead of 5.0.
 # Bigger fetches into the socket's own (autotuned) buffer instead of the Java client's
 # 64 KiB and 1 MiB per partition: measured, 2,000,000 records of 512 B read and digested
-# in 2.45 s -> 1.95 s. The cluster's own settings, where the file has them, win.
+# in 2.45 s -> 1.95 s.
+# Spark's reader asks the broker for the partition's two ends (two ListOffsets round trips)
+# after every poll, and a poll hands over at most max.poll.records (Java's default 500):
+# one poll per fetch instead (docs/benchmark.md); what a poll hands over comes from one
+# fetch, which max.partition.fetch.bytes bounds. The cluster's own settings, where the
+# file has them, win.
 READ_DEFAULTS = {"kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS,
                  "kafka.enable.metrics.push": "false",
                  "kafka.auto.include.jmx.reporter": "false",
                  "kafka.receive.buffer.bytes": "-1",
-                 "kafka.max.partition.fetch.bytes": str(8 * 1024 * 1024)}
+                 "kafka.max.partition.fetch.bytes": str(8 * 1024 * 1024),
+                 "kafka.max.poll.records": "20000"}
 
 
 def kafka_options(cluster: ClusterConfig, isolation: str | None = None) -> dict[str, str]:
