@@ -63,6 +63,10 @@ FIRST_RUNS_TIMEOUT_S = 900
 # their own second of the minute (mirrorflow.schedule.spread.seconds).
 SETTLE_RUNS = 3
 SETTLE_S = 120
+# A run that started within this of its time (its logical date: the cron time plus the
+# flow's spread offset) is on its slot; a later one started late, after the flow's previous
+# run ended past that time (the runs' two states: docs/operations.md).
+SLOT_GRACE_S = 5.0
 
 
 def write_config(path: Path, ports: dict[str, int], connect_port: int, schedule: str) -> None:
@@ -197,6 +201,20 @@ def percentile(values, q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
 
 
+def started_late(run: dict) -> float | None:
+    """Seconds from a scheduled run's time (in its run id) to its start; None for others."""
+    if not run["run_id"].startswith("scheduled__"):
+        return None
+    due = datetime.fromisoformat(run["run_id"].removeprefix("scheduled__"))
+    return (db_time(run["start"]) - due).total_seconds()
+
+
+def late_minutes(runs: list[dict]) -> int:
+    """Minutes of the schedule in which at least one flow's run started late."""
+    return len({db_time(run["start"]).replace(second=0, microsecond=0) for run in runs
+                if (started_late(run) or 0.0) > SLOT_GRACE_S})
+
+
 def overlapped(runs: list[dict]) -> int:
     count = 0
     for dag_id in {r["dag_id"] for r in runs}:
@@ -327,6 +345,8 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
     calm_seconds = [r["seconds"] for r in cron_done
                     if db_time(r["end"]).timestamp() < around[0]
                     or db_time(r["start"]).timestamp() > around[1]]
+    on_slot = [r["seconds"] for r in cron_done if started_late(r) is not None
+               and started_late(r) <= SLOT_GRACE_S]
     return {
         "minutes": minutes, "continuous_minutes": continuous_minutes, "rate": rate,
         "records_produced": checked["records_compared"],
@@ -344,6 +364,10 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         "dag_run_max_s": percentile(seconds, 1.0),
         "dag_run_p50_outside_outage_s": percentile(calm_seconds, 0.5),
         "dag_run_p99_outside_outage_s": percentile(calm_seconds, 0.99),
+        "dag_run_on_slot_p50_s": percentile(on_slot, 0.5),
+        "dag_run_on_slot_p99_s": percentile(on_slot, 0.99),
+        "runs_on_slot": len(on_slot), "runs_late": len(cron_done) - len(on_slot),
+        "late_minutes": late_minutes(cron_done),
         "first_run_s": first_runs,
         "dag_run_queued_p50_s": percentile([r["queued_s"] for r in cron_done], 0.5),
         "dag_run_task_running_p50_s": percentile([r["running_s"] for r in cron_done], 0.5),
@@ -400,6 +424,11 @@ def table(result: dict) -> str:
             ("DAG run p50 / p99 away from the outage (s)",
              f"{result['dag_run_p50_outside_outage_s']} / "
              f"{result['dag_run_p99_outside_outage_s']}"),
+            ("DAG run p50 / p99 of the runs on their slots (started within "
+             f"{SLOT_GRACE_S:.0f} s of their time) (s)",
+             f"{result['dag_run_on_slot_p50_s']} / {result['dag_run_on_slot_p99_s']}"),
+            ("runs on their slots / started late; minutes with a late run",
+             f"{result['runs_on_slot']} / {result['runs_late']}; {result['late_minutes']}"),
             ("each flow's first run, before the load (s)",
              ", ".join(f"{dag} {sec:.1f}" for dag, sec in result["first_run_s"].items())),
             ("of a run (p50): tasks queued / tasks running (s, summed over tasks) / no task "
