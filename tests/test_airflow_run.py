@@ -61,6 +61,16 @@ def everything_a_run_wrote(bootstraps: dict[str, str], roots: list[Path]) -> Ite
                         [key or b"", value or b""] + [v or b"" for _, v in headers or []])
 
 
+def xcoms(dag_id: str, run_id: str) -> list[tuple[str, str]]:
+    """The (task, key) of every XCom the run's tasks pushed."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return sorted(session.query(XComModel.task_id, XComModel.key).filter(
+            XComModel.dag_id == dag_id, XComModel.run_id == run_id).all())
+
+
 @pytest.mark.timeout(600)  # whole DAG runs with Spark jobs, beside a parallel test
 def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, tmp_path,
                                                       monkeypatch, capfd, caplog) -> None:
@@ -98,6 +108,9 @@ def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, 
     assert report["checkpoints"] == 2 and report["group_sync"][0]["group"] == "billing"
     assert report["validation"]["success"] and report["validation"]["verified_records"] == 601
     assert Path(report["validation"]["data_docs"]).exists()
+    assert xcoms(dag.dag_id, run.run_id) == [
+        (task, "return_value") for task in ("await_heartbeat", "commit_and_sync_offsets",
+                                             "mirror", "plan", "report")]
 
     # A second run (as a re-run or backfill would) mirrors nothing twice.
     produce(a, "orders", varied_records(10, 600), 2)

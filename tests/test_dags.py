@@ -136,6 +136,9 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
     sensed.since_ms = "1795608000123"
     assert sensed.since({}) == 1_795_608_000_123
     assert full.get_task("mirror").pool == "mirrorflow_spark"
+    # The tasks returning a dict push it as one XCom, not one more per key.
+    assert [full.get_task(t).multiple_outputs for t in ("commit_and_sync_offsets", "report")
+            ] == [False, False]
     assert full.get_task("mirror").conn_id == "spark_default"
     assert bare.schedule is None or str(bare.timetable.summary) in ("None", "")
     assert set(full.params) == {"topics", "max_records_per_partition", "dry_run", "reset",

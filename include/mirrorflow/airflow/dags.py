@@ -396,9 +396,12 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                    "offset syncs, checkpoints): a mismatch fails here, without retries, "
                    "before anything is committed; Data Docs in the reports. Skipped when "
                    "the plan is empty.")
-        # Runs after skipped Spark tasks (nothing to mirror), not after a skipped plan.
+        # Runs after skipped Spark tasks (nothing to mirror), not after a skipped plan. Its
+        # dict is one XCom, the brief (mirrorflow.airflow.xcoms), as the report's: from the
+        # `-> dict` annotation TaskFlow infers multiple_outputs, an XCom per key besides, an
+        # Execution API call and a database row each (about a second of a task under load).
         committed = task(task_id=COMMIT_TASK, execution_timeout=limit,
-                         trigger_rule="none_failed_min_one_success",
+                         trigger_rule="none_failed_min_one_success", multiple_outputs=False,
                          doc_md="Emit offset syncs, then commit positions (MM2's offset "
                                 "store); then, each as the flow enables it, checkpoints for "
                                 "the selected groups and their translated offsets into idle "
@@ -421,6 +424,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             [planned, mirror] >> sensed
             last.append(sensed)
         summary = task(task_id="report", trigger_rule="all_done", execution_timeout=limit,
+                       multiple_outputs=False,
                        doc_md="Whatever the other tasks did: the run lets go of the flow, "
                               "writes its summary, the flow's report index and metrics (the "
                               "lag and heartbeat age measured now), then fails past "
