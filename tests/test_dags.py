@@ -46,9 +46,10 @@ def test_twelve_flows_one_dag_each(repo: Path, fixtures: Path,
     assert len(bag.dags) == 12
     for dag in bag.dags.values():
         assert dag.tags, dag.dag_id
-        assert all(t.retries >= 2 for t in dag.tasks), dag.dag_id
-        assert dag.default_args["retries"] >= 2
-        # The first retry 15 s after a failure, the second 30 s (and Airflow's jitter) later.
+        assert {t.retries for t in dag.tasks} == {3}, dag.dag_id
+        assert dag.default_args["retries"] == 3
+        # The first retry 15 s after a failure, the second 30 s and the third 60 s (and
+        # Airflow's jitter) later.
         assert {(t.retry_delay, t.retry_exponential_backoff, t.max_retry_delay)
                 for t in dag.tasks} == {(timedelta(seconds=15), 2.0, timedelta(minutes=5))}
 

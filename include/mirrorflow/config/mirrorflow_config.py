@@ -53,8 +53,9 @@ MIRRORFLOW_SPECS = [
         "15",
         as_non_negative_int,
         "Airflow's delay before a failed task of the flow's DAG is retried the first time; "
-        "the second retry waits twice as long (Airflow's exponential backoff, with its "
-        "jitter), at most 5 minutes; 0 retries at once.",
+        "each of the other two retries waits twice as long as the one before (Airflow's "
+        "exponential backoff, with its jitter: 15, 30, 60 s), at most 5 minutes; 0 "
+        "retries at once.",
         origin="mirrorflow",
     ),
     PropertySpec(
