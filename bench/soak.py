@@ -345,8 +345,8 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
     calm_seconds = [r["seconds"] for r in cron_done
                     if db_time(r["end"]).timestamp() < around[0]
                     or db_time(r["start"]).timestamp() > around[1]]
-    on_slot = [r["seconds"] for r in cron_done if started_late(r) is not None
-               and started_late(r) <= SLOT_GRACE_S]
+    on_slot = [r["seconds"] for r in cron_done
+               if (late := started_late(r)) is not None and late <= SLOT_GRACE_S]
     return {
         "minutes": minutes, "continuous_minutes": continuous_minutes, "rate": rate,
         "records_produced": checked["records_compared"],

@@ -42,7 +42,7 @@ CONFIG_ENV = "MIRRORFLOW_CONFIG"
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "mm2.properties"
 START_DATE = datetime(2024, 1, 1)
 # Three retries, 15, 30 and 60 s apart by default: together past a broker's restart of a
-# minute (two, 15 and 30 s, failed the soak's outage run, all three tries in the minute).
+# minute.
 RETRIES = 3
 BACKOFF = 2.0  # each retry's delay over the one before (Airflow 3.3 takes a multiplier)
 MAX_RETRY_DELAY = timedelta(minutes=5)
