@@ -70,6 +70,7 @@ MIRRORFLOW_DEFAULTS = {
     "mirrorflow.spark.master": "local[*]",
     "mirrorflow.spark.conn.id": "spark_default",
     "mirrorflow.retry.delay.seconds": 15,
+    "mirrorflow.cluster.wait.seconds": 120,
     "mirrorflow.task.timeout.seconds": 600,
     "mirrorflow.mirror.timeout.seconds": 7200,
     "mirrorflow.lease.timeout.seconds": 30,

@@ -273,23 +273,38 @@ def test_continuous_schedule_runs_back_to_back_one_at_a_time_and_unknown_presets
     assert "one of @once, @continuous, @hourly" in error and "'@sometimes'" in error
 
 
-def test_plan_fails_at_once_naming_the_cluster_that_does_not_answer(
+def test_plan_waits_for_a_cluster_that_does_not_answer_then_fails_naming_it(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The run's first task checks both clusters before it claims anything: a cluster that
-    does not answer fails it, naming the cluster and its address."""
+    """The run's first task checks both clusters before it claims anything: a cluster no
+    broker of which answers is asked for ``mirrorflow.cluster.wait.seconds``, then fails
+    the task naming the cluster, its address and the wait; with 0, at once. A retried
+    mirror checks them the same way before it starts Spark."""
+    import time
+    from types import SimpleNamespace
+
     from mirrorflow.dev.localcluster import free_port
     from mirrorflow.kafka.clients import ClusterUnreachableError
 
     port = free_port()  # nothing listens there
     path = tmp_path / "mm2.properties"
-    path.write_text(f"clusters = a, b\na.bootstrap.servers = 127.0.0.1:{port}\n"
-                    f"b.bootstrap.servers = 127.0.0.1:{port}\na->b.enabled = true\n")
+    clusters = (f"clusters = a, b\na.bootstrap.servers = 127.0.0.1:{port}\n"
+                f"b.bootstrap.servers = 127.0.0.1:{port}\na->b.enabled = true\n")
+    unreachable = rf"^cluster 'a' \(127\.0\.0\.1:{port}\) is not reachable: no broker answers there"
+    path.write_text(clusters + "mirrorflow.cluster.wait.seconds = 0\n")
+    dag = dagbag_for(path, repo / "dags", monkeypatch).dags["mirror__a__b"]
+    with pytest.raises(ClusterUnreachableError, match=unreachable + "$"):
+        dag.get_task("plan").execute({"params": {}})
+    retry = SimpleNamespace(try_number=2)  # the one attribute read before the check
+    with pytest.raises(ClusterUnreachableError, match=unreachable + "$"):
+        dag.get_task("mirror").execute({"ti": retry})
+
+    path.write_text(clusters + "a->b.mirrorflow.cluster.wait.seconds = 2\n")
     claim = dagbag_for(path, repo / "dags", monkeypatch).dags["mirror__a__b"].get_task(
         "plan")
-    with pytest.raises(ClusterUnreachableError,
-                       match=rf"^cluster 'a' \(127\.0\.0\.1:{port}\) is not reachable: no "
-                             "broker answers there$"):
+    began = time.monotonic()
+    with pytest.raises(ClusterUnreachableError, match=unreachable + r" \(asked for 2 s\)$"):
         claim.execute({"params": {}})
+    assert time.monotonic() - began >= 2
 
 
 def test_flows_on_one_cron_start_spread_over_its_first_minute_through_serialization(

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from helpers.kafka import commit, config_file, create_topic, produce, read_partition, varied_records
+from mirrorflow.airflow.sensors import check_clusters  # with the module: see its test
 from mirrorflow.checkpoint.remote import latest_checkpoints
 from mirrorflow.config.loader import load_config
-from mirrorflow.dev.localcluster import start
+from mirrorflow.dev.localcluster import start, stop
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.lease import FlowLease, LeaseHeldError
 from mirrorflow.quality import reports
@@ -128,6 +129,41 @@ def _wait_for_group_coordinator(target, source_alias: str, log_file: Path,
                     + "\n".join(log_file.read_text(errors="replace").splitlines()[-40:]))
     finally:
         consumer.close()
+
+
+def test_a_plan_that_meets_a_target_restart_goes_on_once_it_answers(
+        brokers, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The target broker stops as a run's plan begins and starts again 3 s later: the
+    plan's check of its clusters asks every second and goes on once the target answers,
+    where it failed at once and waited for Airflow's retry."""
+    # check_clusters is imported with the module: importing Airflow configures logging,
+    # which drops the handler of pytest's caplog when done inside a test.
+    bootstraps, kafka = brokers
+    path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true",
+                       "mirrorflow.cluster.wait.seconds = 60\n")
+    assert stop(kafka["b"])
+    restarted: list[float] = []
+
+    def restart() -> None:
+        time.sleep(3)
+        restarted.append(time.monotonic())
+        start(kafka["b"])  # same log dirs
+
+    thread = threading.Thread(target=restart)
+    thread.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="mirrorflow.kafka.clients"):
+            check_clusters(str(path), "a->b")
+        answered = time.monotonic()
+    finally:
+        thread.join()
+    assert restarted and answered > restarted[0]
+    assert [r.getMessage() for r in caplog.records if r.name == "mirrorflow.kafka.clients"] == [
+        f"cluster 'b' ({bootstraps['b']}) is not reachable: no broker answers there; asking "
+        "every second for up to 60 s", "cluster 'b' answers again"]
+    # As the test above: later tests of this session find its group coordinator loaded.
+    _wait_for_group_coordinator(load_config(path).cluster("b"), "a", kafka["b"].log_file,
+                                deadline_s=180)
 
 
 def test_source_unreachable_at_planning_names_the_cluster(brokers, tmp_path: Path) -> None:

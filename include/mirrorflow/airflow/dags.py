@@ -41,8 +41,8 @@ log = logging.getLogger(__name__)
 CONFIG_ENV = "MIRRORFLOW_CONFIG"
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "mm2.properties"
 START_DATE = datetime(2024, 1, 1)
-# Three retries, 15, 30 and 60 s apart by default: together past a broker's restart of a
-# minute.
+# Three retries, 15, 30 and 60 s apart by default. A broker's restart costs none: the plan
+# and a retried mirror wait for a cluster that does not answer (sensors.check_clusters).
 RETRIES = 3
 BACKOFF = 2.0  # each retry's delay over the one before (Airflow 3.3 takes a multiplier)
 MAX_RETRY_DELAY = timedelta(minutes=5)
@@ -379,7 +379,9 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             then=functools.partial(plan, path, name), mode="reschedule",
             poke_interval=CLAIM_POKE_S, timeout=CLAIM_TIMEOUT_S, execution_timeout=limit,
             deferrable=_default_deferrable(),
-            doc_md="Both clusters answer (else it fails naming the cluster); then this run "
+            doc_md="Both clusters answer (one none of whose brokers answers is asked every "
+                   "second for mirrorflow.cluster.wait.seconds, then fails the task naming "
+                   "it); then this run "
                    "takes the flow for itself until its report lets go (while another live "
                    "run of the flow owns it: a backfill, a manual trigger, another "
                    "deployment, it waits here, deferred or rescheduled, holding no worker "

@@ -108,15 +108,16 @@ def _owner(config_file: str, flow_name: str, run_id: str) -> str | None:
 
 
 def check_clusters(config_file: str, flow_name: str) -> None:
-    """Fail fast, naming the cluster, when the flow's source or target does not answer
-    (:class:`mirrorflow.kafka.clients.ClusterUnreachableError`)."""
+    """Both of the flow's clusters answer, each asked for up to
+    ``mirrorflow.cluster.wait.seconds`` while none of its brokers does (a restart); else
+    fail naming the cluster (:class:`mirrorflow.kafka.clients.ClusterUnreachableError`)."""
     from mirrorflow.config.loader import load_config
-    from mirrorflow.kafka.clients import check_reachable
+    from mirrorflow.kafka.clients import await_reachable
 
     config = load_config(config_file)
     flow = config.flow(flow_name)
     for alias in (flow.source, flow.target):
-        check_reachable(config.cluster(alias))
+        await_reachable(config.cluster(alias), flow.get("mirrorflow.cluster.wait.seconds"))
 
 
 class FlowFreeTrigger(BaseTrigger):

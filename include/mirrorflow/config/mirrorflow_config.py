@@ -59,6 +59,17 @@ MIRRORFLOW_SPECS = [
         origin="mirrorflow",
     ),
     PropertySpec(
+        "mirrorflow.cluster.wait.seconds",
+        "120",
+        as_non_negative_int,
+        "How long a run's plan (and a retry of its mirror) waits for a source or target "
+        "cluster none of whose brokers answers, asking every second, before it fails naming "
+        "the cluster: a run that meets a broker's restart goes on within a second of its "
+        "return instead of at its next retry. A cluster that answers and refuses "
+        "(credentials, TLS, protocol) fails at once; so does every cluster with 0.",
+        origin="mirrorflow",
+    ),
+    PropertySpec(
         "mirrorflow.task.timeout.seconds",
         "600",
         as_positive_int,

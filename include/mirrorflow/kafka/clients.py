@@ -283,7 +283,13 @@ class TopicCreationError(MirrorflowError):
 
 
 class ClusterUnreachableError(MirrorflowError):
-    """A cluster does not answer; the message names its alias and address."""
+    """A cluster does not answer; the message names its alias and address. ``down``: no
+    broker answered at all (stopped, restarting), as opposed to one that answered and
+    refused (credentials, TLS, protocol, an unknown host name)."""
+
+    def __init__(self, message: str, down: bool = False):
+        super().__init__(message)
+        self.down = down
 
 
 def refuses_transactions(error) -> bool:
@@ -339,13 +345,41 @@ def check_reachable(cluster: ClusterConfig, timeout: float = 10.0) -> None:
         known = [e for e in seen if e.code() in hopeless]
         if known or time.monotonic() >= deadline:
             error = known[-1] if known else last
-            reason = ("no broker answers there" if error.code() in (
-                KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._TIMED_OUT)
-                else error.str())
+            down = error.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
+                                    KafkaError._TIMED_OUT)
             mismatch = _protocol_mismatch(cluster, error)
+            reason = mismatch or ("no broker answers there" if down else error.str())
             raise ClusterUnreachableError(
                 f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}) is not reachable: "
-                f"{redact(mismatch or reason, client_config(cluster, 'admin'))}") from None
+                f"{redact(reason, client_config(cluster, 'admin'))}",
+                down=down and not mismatch) from None
+
+
+def await_reachable(cluster: ClusterConfig, wait_s: float) -> None:
+    """:func:`check_reachable`, asked again every second for up to ``wait_s`` while no
+    broker of the cluster answers (a restart: a task goes on within a second of its
+    return, not at its next retry); a refusal (credentials, TLS, protocol, host name)
+    fails at once, as does the end of the wait, saying how long it asked."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    waiting = False
+    while True:
+        try:
+            check_reachable(cluster)
+            if waiting:
+                log.info("cluster %r answers again", cluster.alias)
+            return
+        except ClusterUnreachableError as exc:
+            if not exc.down or wait_s <= 0:
+                raise
+            if time.monotonic() >= deadline:
+                raise ClusterUnreachableError(f"{exc} (asked for {wait_s:g} s)",
+                                              down=True) from None
+            if not waiting:
+                log.warning("%s; asking every second for up to %g s", exc, wait_s)
+                waiting = True
+        time.sleep(1.0)
 
 
 def _protocol_mismatch(cluster: ClusterConfig, error) -> str | None:
