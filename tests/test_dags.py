@@ -54,6 +54,25 @@ def test_twelve_flows_one_dag_each(repo: Path, fixtures: Path,
                 for t in dag.tasks} == {(timedelta(seconds=15), 2.0, timedelta(minutes=5))}
 
 
+def test_a_task_process_parses_its_own_flows_dag_alone(
+        repo: Path, fixtures: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where Airflow parses the DAG file for one DAG (its task runner, before each task,
+    names it in the parsing context), the file builds that flow's DAG alone; a DAG id it
+    does not know builds them all (Airflow then says which is missing)."""
+    from airflow.sdk.definitions._internal.dag_parsing_context import (
+        _airflow_parsing_context_manager,
+    )
+
+    config = fixtures / "geo_six_clusters.properties"
+    with _airflow_parsing_context_manager(dag_id="mirror__west-1__east-1", task_id="plan"):
+        bag = dagbag_for(config, repo / "dags", monkeypatch)
+    assert bag.import_errors == {} and list(bag.dags) == ["mirror__west-1__east-1"]
+    assert [t.task_id for t in bag.dags["mirror__west-1__east-1"].tasks] == [
+        "plan", "mirror", "commit_and_sync_offsets", "await_heartbeat", "report"]
+    with _airflow_parsing_context_manager(dag_id="mirror__nowhere__else", task_id="plan"):
+        assert len(dagbag_for(config, repo / "dags", monkeypatch).dags) == 12
+
+
 def test_broken_config_is_one_import_error_naming_the_property(
         repo: Path, fixtures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "dags"
@@ -279,9 +298,6 @@ def test_plan_waits_for_a_cluster_that_does_not_answer_then_fails_naming_it(
     broker of which answers is asked for ``mirrorflow.cluster.wait.seconds``, then fails
     the task naming the cluster, its address and the wait; with 0, at once. A retried
     mirror checks them the same way before it starts Spark."""
-    import time
-    from types import SimpleNamespace
-
     from mirrorflow.dev.localcluster import free_port
     from mirrorflow.kafka.clients import ClusterUnreachableError
 
