@@ -320,9 +320,10 @@ def transactions_refused(cluster: ClusterConfig, transactional_id: str,
     return None
 
 
-def check_reachable(cluster: ClusterConfig, timeout: float = 10.0) -> None:
+def check_reachable(cluster: ClusterConfig, timeout: float = 10.0, quiet: bool = False) -> None:
     """Raise :class:`ClusterUnreachableError` unless the cluster answers a metadata
-    request made with its own admin settings (security included)."""
+    request made with its own admin settings (security included); ``quiet``: without
+    librdkafka's log lines of each failed connection (a check asked again)."""
     import time
 
     from confluent_kafka import KafkaError, KafkaException
@@ -332,8 +333,9 @@ def check_reachable(cluster: ClusterConfig, timeout: float = 10.0) -> None:
     hopeless = (KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION,
                 KafkaError._SSL, KafkaError._RESOLVE)
     seen: list = []
+    quieter = {"log_level": 2} if quiet else {}  # syslog's: critical lines only
     admin = admin_client(cluster, **{"socket.timeout.ms": int(timeout * 1000),
-                                     "error_cb": seen.append})
+                                     "error_cb": seen.append, **quieter})
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -366,7 +368,7 @@ def await_reachable(cluster: ClusterConfig, wait_s: float) -> None:
     waiting = False
     while True:
         try:
-            check_reachable(cluster)
+            check_reachable(cluster, quiet=waiting)  # its first failure's lines once
             if waiting:
                 log.info("cluster %r answers again", cluster.alias)
             return
