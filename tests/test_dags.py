@@ -296,8 +296,8 @@ def test_plan_waits_for_a_cluster_that_does_not_answer_then_fails_naming_it(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The run's first task checks both clusters before it claims anything: a cluster no
     broker of which answers is asked for ``mirrorflow.cluster.wait.seconds``, then fails
-    the task naming the cluster, its address and the wait; with 0, at once. A retried
-    mirror checks them the same way before it starts Spark."""
+    the task naming the cluster, its address and the wait; with 0, at once. Every other
+    task's retry checks them the same way before its work."""
     from mirrorflow.dev.localcluster import free_port
     from mirrorflow.kafka.clients import ClusterUnreachableError
 
@@ -310,9 +310,15 @@ def test_plan_waits_for_a_cluster_that_does_not_answer_then_fails_naming_it(
     dag = dagbag_for(path, repo / "dags", monkeypatch).dags["mirror__a__b"]
     with pytest.raises(ClusterUnreachableError, match=unreachable + "$"):
         dag.get_task("plan").execute({"params": {}})
-    retry = SimpleNamespace(try_number=2)  # the one attribute read before the check
-    with pytest.raises(ClusterUnreachableError, match=unreachable + "$"):
-        dag.get_task("mirror").execute({"ti": retry})
+    # Every other task's retry checks them first: the hook Airflow's task runner calls
+    # before execute (airflow.sdk.execution_time.task_runner._execute_task); a first try
+    # trusts its run's plan.
+    for task_id in ("mirror", "commit_and_sync_offsets", "await_heartbeat", "report"):
+        before = dag.get_task(task_id)._pre_execute_hook
+        before({"ti": SimpleNamespace(try_number=1)})
+        with pytest.raises(ClusterUnreachableError, match=unreachable + "$"):
+            before({"ti": SimpleNamespace(try_number=2)})
+    assert dag.get_task("plan")._pre_execute_hook is None
 
     path.write_text(clusters + "a->b.mirrorflow.cluster.wait.seconds = 2\n")
     claim = dagbag_for(path, repo / "dags", monkeypatch).dags["mirror__a__b"].get_task(

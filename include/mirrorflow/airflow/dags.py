@@ -42,7 +42,7 @@ CONFIG_ENV = "MIRRORFLOW_CONFIG"
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "mm2.properties"
 START_DATE = datetime(2024, 1, 1)
 # Three retries, 15, 30 and 60 s apart by default. A broker's restart costs none: the plan
-# and a retried mirror wait for a cluster that does not answer (sensors.check_clusters).
+# and every retry wait for a cluster that does not answer (sensors.check_clusters).
 RETRIES = 3
 BACKOFF = 2.0  # each retry's delay over the one before (Airflow 3.3 takes a multiplier)
 MAX_RETRY_DELAY = timedelta(minutes=5)
@@ -370,13 +370,14 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
         catchup=False,
         max_active_runs=1,
         tags=[watchdog.TAG, f"flow:{name}", f"source:{flow.source}", f"target:{flow.target}"],
-        default_args=_retries(flow),
+        default_args=_retries(flow, path),
         params=_params(),
         doc_md=_doc(flow, config, offset),
     ) as dag:
         planned = FlowClaimSensor(
             task_id="plan", config_file=path, flow_name=name,
             then=functools.partial(plan, path, name), mode="reschedule",
+            pre_execute=None,  # checks its clusters on every try
             poke_interval=CLAIM_POKE_S, timeout=CLAIM_TIMEOUT_S, execution_timeout=limit,
             deferrable=_default_deferrable(),
             doc_md="Both clusters answer (one none of whose brokers answers is asked every "
@@ -440,14 +441,27 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
     return dag
 
 
-def _retries(flow: FlowConfig) -> dict:
+def _retries(flow: FlowConfig, config_file: str) -> dict:
     """Every task's retries: the first after ``mirrorflow.retry.delay.seconds``, each later
     one after twice as long (Airflow's exponential backoff, with its jitter), at most
-    MAX_RETRY_DELAY: soon after a broker's restart, later through a longer outage."""
+    MAX_RETRY_DELAY; each retry first waits for a restarting cluster
+    (:func:`clusters_before_retry`)."""
     delay = flow.get("mirrorflow.retry.delay.seconds")
     return {"retries": RETRIES, "retry_delay": timedelta(seconds=delay),
             "retry_exponential_backoff": BACKOFF if delay else 0,
-            "max_retry_delay": MAX_RETRY_DELAY}
+            "max_retry_delay": MAX_RETRY_DELAY,
+            "pre_execute": functools.partial(clusters_before_retry, config_file, flow.name)}
+
+
+def clusters_before_retry(config_file: str, flow_name: str, context) -> None:
+    """A task's ``pre_execute`` hook: on a retry, the flow's clusters answer first
+    (:func:`mirrorflow.airflow.sensors.check_clusters`: a restarting one is waited for), so
+    that a task that failed as a broker stopped goes on within a second of its return, not
+    at its next retry. A first try trusts the plan's check of its run."""
+    from mirrorflow.airflow.sensors import check_clusters
+
+    if context["ti"].try_number > 1:
+        check_clusters(config_file, flow_name)
 
 
 def _default_deferrable() -> bool:

@@ -59,10 +59,6 @@ class MirrorJobOperator(BaseOperator):
 
         self.log.info("imports: %s", f"inherited from Airflow's forkserver ({PRELOAD})"
                       if imports_inherited() else "made by this task process")
-        if context["ti"].try_number > 1:  # after a failure, as the plan: a restart is awaited
-            from mirrorflow.airflow.sensors import check_clusters
-
-            check_clusters(self.config_file, self.flow_name)
         planned = context["ti"].xcom_pull(task_ids="plan")
         config = load_config(self.config_file)
         flow = config.flow(self.flow_name)

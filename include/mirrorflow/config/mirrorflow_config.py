@@ -62,7 +62,7 @@ MIRRORFLOW_SPECS = [
         "mirrorflow.cluster.wait.seconds",
         "120",
         as_non_negative_int,
-        "How long a run's plan (and a retry of its mirror) waits for a source or target "
+        "How long a run's plan (and every retry of its tasks) waits for a source or target "
         "cluster none of whose brokers answers, asking every second, before it fails naming "
         "the cluster: a run that meets a broker's restart goes on within a second of its "
         "return instead of at its next retry. A cluster that answers and refuses "
