@@ -152,13 +152,14 @@ def test_a_plan_that_meets_a_target_restart_goes_on_once_it_answers(
     thread = threading.Thread(target=restart)
     thread.start()
     try:
-        with caplog.at_level(logging.INFO, logger="mirrorflow.kafka.clients"):
+        with caplog.at_level(logging.INFO, logger="mirrorflow.kafka.reachability"):
             check_clusters(str(path), "a->b")
         answered = time.monotonic()
     finally:
         thread.join()
     assert restarted and answered > restarted[0]
-    assert [r.getMessage() for r in caplog.records if r.name == "mirrorflow.kafka.clients"] == [
+    logged = [r.getMessage() for r in caplog.records if r.name == "mirrorflow.kafka.reachability"]
+    assert logged == [
         f"cluster 'b' ({bootstraps['b']}) is not reachable: no broker answers there; asking "
         "every second for up to 60 s", "cluster 'b' answers again"]
     # As the test above: later tests of this session find its group coordinator loaded.

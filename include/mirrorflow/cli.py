@@ -158,7 +158,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _reachable(config: MirrorConfig, *aliases: str) -> None:
     """Before a command touches clusters: each must answer, else one line naming it."""
-    from mirrorflow.kafka.clients import check_reachable
+    from mirrorflow.kafka.reachability import check_reachable
 
     for alias in aliases:
         check_reachable(config.cluster(alias))

@@ -112,7 +112,7 @@ def check_clusters(config_file: str, flow_name: str) -> None:
     ``mirrorflow.cluster.wait.seconds`` while none of its brokers does (a restart); else
     fail naming the cluster (:class:`mirrorflow.kafka.clients.ClusterUnreachableError`)."""
     from mirrorflow.config.loader import load_config
-    from mirrorflow.kafka.clients import await_reachable
+    from mirrorflow.kafka.reachability import await_reachable
 
     config = load_config(config_file)
     flow = config.flow(flow_name)

@@ -66,7 +66,9 @@ MIRRORFLOW_SPECS = [
         "cluster none of whose brokers answers, asking every second, before it fails naming "
         "the cluster: a run that meets a broker's restart goes on within a second of its "
         "return instead of at its next retry. A cluster that answers and refuses "
-        "(credentials, TLS, protocol) fails at once; so does every cluster with 0.",
+        "(credentials, TLS) fails at once, a listener that closes connections unanswered "
+        "(another protocol's, or a broker's still starting) after 10 s unless the cluster "
+        "was down in this wait; every cluster fails at once with 0.",
         origin="mirrorflow",
     ),
     PropertySpec(

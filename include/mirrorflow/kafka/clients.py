@@ -283,13 +283,14 @@ class TopicCreationError(MirrorflowError):
 
 
 class ClusterUnreachableError(MirrorflowError):
-    """A cluster does not answer; the message names its alias and address. ``down``: no
-    broker answered at all (stopped, restarting), as opposed to one that answered and
-    refused (credentials, TLS, protocol, an unknown host name)."""
+    """A cluster does not answer; the message names its alias and address. ``cause``:
+    ``down`` (no broker takes a connection: stopped, restarting), ``closed`` (one took the
+    connection and closed it before any request: a listener of another protocol, or a
+    broker still starting) or ``refused`` (credentials, TLS, an unknown host name)."""
 
-    def __init__(self, message: str, down: bool = False):
+    def __init__(self, message: str, cause: str = "refused"):
         super().__init__(message)
-        self.down = down
+        self.cause = cause
 
 
 def refuses_transactions(error) -> bool:
@@ -318,103 +319,6 @@ def transactions_refused(cluster: ClusterConfig, transactional_id: str,
             return exc.args[0].str()
         raise
     return None
-
-
-def check_reachable(cluster: ClusterConfig, timeout: float = 10.0, quiet: bool = False) -> None:
-    """Raise :class:`ClusterUnreachableError` unless the cluster answers a metadata
-    request made with its own admin settings (security included); ``quiet``: without
-    librdkafka's log lines of each failed connection (a check asked again)."""
-    import time
-
-    from confluent_kafka import KafkaError, KafkaException
-
-    # librdkafka retries until the timeout; its error callback says at once when every
-    # broker refused the connection or the credentials were rejected.
-    hopeless = (KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION,
-                KafkaError._SSL, KafkaError._RESOLVE)
-    seen: list = []
-    quieter = {"log_level": 2} if quiet else {}  # syslog's: critical lines only
-    admin = admin_client(cluster, **{"socket.timeout.ms": int(timeout * 1000),
-                                     "error_cb": seen.append, **quieter})
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            admin.list_topics(timeout=min(1.0, max(deadline - time.monotonic(), 0.1)))
-            return
-        except KafkaException as exc:
-            last = exc.args[0]
-        admin.poll(0)
-        known = [e for e in seen if e.code() in hopeless]
-        if known or time.monotonic() >= deadline:
-            error = known[-1] if known else last
-            down = error.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
-                                    KafkaError._TIMED_OUT)
-            mismatch = _protocol_mismatch(cluster, error)
-            reason = mismatch or ("no broker answers there" if down else error.str())
-            raise ClusterUnreachableError(
-                f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}) is not reachable: "
-                f"{redact(reason, client_config(cluster, 'admin'))}",
-                down=down and not mismatch) from None
-
-
-def await_reachable(cluster: ClusterConfig, wait_s: float) -> None:
-    """:func:`check_reachable`, asked again every second for up to ``wait_s`` while no
-    broker of the cluster answers (a restart: a task goes on within a second of its
-    return, not at its next retry); a refusal (credentials, TLS, protocol, host name)
-    fails at once, as does the end of the wait, saying how long it asked."""
-    import time
-
-    deadline = time.monotonic() + wait_s
-    waiting = False
-    while True:
-        try:
-            check_reachable(cluster, quiet=waiting)  # its first failure's lines once
-            if waiting:
-                log.info("cluster %r answers again", cluster.alias)
-            return
-        except ClusterUnreachableError as exc:
-            if not exc.down or wait_s <= 0:
-                raise
-            if time.monotonic() >= deadline:
-                raise ClusterUnreachableError(f"{exc} (asked for {wait_s:g} s)",
-                                              down=True) from None
-            if not waiting:
-                log.warning("%s; asking every second for up to %g s", exc, wait_s)
-                waiting = True
-        time.sleep(1.0)
-
-
-def _protocol_mismatch(cluster: ClusterConfig, error) -> str | None:
-    """Why a broker that answered took no request: its listener speaks another protocol
-    (PLAINTEXT to a TLS listener is dropped at its first request; TLS to a PLAINTEXT one
-    fails the handshake). None when nothing accepted a connection."""
-    from confluent_kafka import KafkaError
-
-    if error.code() == KafkaError._SSL:
-        text = error.str()
-    elif error.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
-                          KafkaError._TIMED_OUT) and _accepts_connections(cluster):
-        text = "the broker closed it at the first request"
-    else:
-        return None
-    protocol = client_config(cluster, "admin").get("security.protocol", "PLAINTEXT")
-    return (f"a broker answered but the connection failed before any request ({text}): "
-            f"its listener speaks another protocol than '{cluster.alias}.security.protocol' "
-            f"({protocol}) says; check it and the cluster's ssl.* settings")
-
-
-def _accepts_connections(cluster: ClusterConfig, timeout: float = 2.0) -> bool:
-    """Whether something listens at one of the cluster's bootstrap addresses."""
-    import socket
-
-    for address in cluster.bootstrap_servers.split(","):
-        host, _, port = address.strip().rpartition(":")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-                return True
-        except (OSError, ValueError):
-            continue
-    return False
 
 
 def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,
