@@ -358,6 +358,30 @@ def test_a_protocol_mismatch_says_a_broker_answered_and_names_the_setting(
                                 "the cluster's ssl.* settings")
 
 
+def test_a_cluster_that_refuses_the_credentials_fails_a_wait_at_once(
+        secure, tmp_path: Path) -> None:
+    """A broker that answers and refuses the password is no restart: a task's wait for its
+    cluster (600 s here) ends at its first check, naming the cluster and the refusal."""
+    from mirrorflow.config.loader import load_config
+    from mirrorflow.kafka.clients import ClusterUnreachableError
+    from mirrorflow.kafka.reachability import await_reachable
+
+    brokers, ca = secure
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="mirror" password="not-the-password";')
+    path = tmp_path / "mm2.properties"
+    path.write_text(f"clusters = w\nw.bootstrap.servers = {brokers['a'].bootstrap}\n"
+                    f"w.security.protocol = SASL_SSL\nw.sasl.mechanism = {SCRAM}\n"
+                    f"w.sasl.jaas.config = {jaas}\nw.ssl.truststore.type = PEM\n"
+                    f"w.ssl.truststore.location = {ca}\n")
+    with pytest.raises(ClusterUnreachableError,
+                       match=r"^cluster 'w' \(127\.0\.0\.1:\d+\) is not reachable: .*"
+                             r"Authentication failed") as info:
+        await_reachable(load_config(path).cluster("w"), 600)
+    assert info.value.cause == "refused"
+    assert "not-the-password" not in str(info.value)
+
+
 @pytest.mark.spark
 def test_without_transactional_id_grants_a_run_says_it_was_at_least_once(
         secure, spark, tmp_path: Path, capsys) -> None:
