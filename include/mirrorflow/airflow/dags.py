@@ -480,6 +480,6 @@ def build_flow_dags(path: Path | None = None) -> dict:
     from airflow.sdk import get_parsing_context
 
     config = load_config(path or config_path())
-    flows = config.enabled_flows()
-    wanted = [flow for flow in flows if flow.dag_id == get_parsing_context().dag_id]
+    flows, parsing = config.enabled_flows(), get_parsing_context().dag_id
+    wanted = [flow for flow in flows if flow.dag_id == parsing]
     return {flow.dag_id: build_flow_dag(flow, config) for flow in wanted or flows}
