@@ -45,13 +45,12 @@ def check_reachable(cluster: ClusterConfig, timeout: float = 10.0, quiet: bool =
             error = known[-1] if known else last
             down = error.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
                                     KafkaError._TIMED_OUT)
-            mismatch = _protocol_mismatch(cluster, error)
+            mismatch = _protocol_mismatch(cluster, error, down)
             reason = mismatch or ("no broker answers there" if down else error.str())
             raise ClusterUnreachableError(
                 f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}) is not reachable: "
                 f"{redact(reason, client_config(cluster, 'admin'))}",
-                cause=("closed" if down else "refused") if mismatch
-                else ("down" if down else "refused")) from None
+                cause="refused" if not down else "closed" if mismatch else "down") from None
 
 
 def await_reachable(cluster: ClusterConfig, wait_s: float) -> None:
@@ -88,16 +87,16 @@ def await_reachable(cluster: ClusterConfig, wait_s: float) -> None:
         time.sleep(1.0)
 
 
-def _protocol_mismatch(cluster: ClusterConfig, error) -> str | None:
+def _protocol_mismatch(cluster: ClusterConfig, error, down: bool) -> str | None:
     """Why a broker that answered took no request: its listener speaks another protocol
     (PLAINTEXT to a TLS listener is dropped at its first request; TLS to a PLAINTEXT one
-    fails the handshake). None when nothing accepted a connection."""
+    fails the handshake). None when nothing accepted a connection. ``down``: ``error``
+    says no broker answered (a connection failed, or none was made)."""
     from confluent_kafka import KafkaError
 
     if error.code() == KafkaError._SSL:
         text = error.str()
-    elif error.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT,
-                          KafkaError._TIMED_OUT) and _accepts_connections(cluster):
+    elif down and _accepts_connections(cluster):
         text = "the broker closed it at the first request"
     else:
         return None
