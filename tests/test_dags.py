@@ -105,6 +105,32 @@ def test_parsing_imports_no_heavy_modules(repo: Path) -> None:
     assert "HEAVY=\n" in out.stdout + "\n"
 
 
+def test_a_task_process_inherits_every_module_its_dag_parse_needs(repo: Path) -> None:
+    """A task process forked after the scheduler's preload (mirrorflow.airflow.preload)
+    parses the DAG file for its own DAG, before every task: that parse imports nothing but
+    the DAG file itself (the decorators it would import otherwise cost a third of it)."""
+    import subprocess
+
+    config = repo / "include" / "config" / "mm2.properties"
+    code = (
+        "import sys\n"
+        "import mirrorflow.airflow.preload\n"
+        "from airflow.dag_processing.dagbag import DagBag\n"
+        "before = set(sys.modules)\n"
+        f"bag = DagBag(dag_folder={str(repo / 'dags' / 'mirror_flows.py')!r})\n"
+        "print('DAGS=' + ','.join(bag.dags))\n"
+        "print('NEW=' + ','.join(sorted(set(sys.modules) - before)))\n"
+    )
+    env = {**os.environ, "MIRRORFLOW_CONFIG": str(config),
+           "_AIRFLOW_PARSING_CONTEXT_DAG_ID": "mirror__primary__backup"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env).stdout
+    assert "DAGS=mirror__primary__backup\n" in out
+    (new,) = [line[len("NEW="):].split(",") for line in out.splitlines()
+              if line.startswith("NEW=")]
+    assert len(new) == 1 and new[0].endswith("_mirror_flows"), new
+
+
 def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "mm2.properties"

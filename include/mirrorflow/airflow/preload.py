@@ -1,8 +1,11 @@
 """What a flow's Airflow tasks import, imported once per scheduler instead of once per task.
 
 With LocalExecutor each task is a process forked from an executor worker, and it imports
-what it needs anew: the DAG file's modules, confluent-kafka, and in the ``mirror`` task
-Spark Connect's client and Great Expectations (about 2 s of CPU of its own). Airflow 3.3
+what it needs anew: the DAG file's modules (with what its ``from airflow.sdk import DAG,
+task`` resolves lazily, the standard provider's Python operator and ``packaging``'s
+requirement grammar: half of the DAG parse every task does), confluent-kafka and its admin
+client, the templates' Jinja extensions, and in the ``mirror`` task Spark Connect's client
+and its channel and Great Expectations (about 2 s of CPU of its own). Airflow 3.3
 can start the executor's workers from a forkserver that imports a list of modules first
 (``[scheduler] mp_start_method = forkserver``, ``[core] mp_forkserver_preload``); naming
 this module there makes every task process inherit these imports, copy-on-write. Importing
@@ -17,15 +20,21 @@ from __future__ import annotations
 import gc
 import os
 
-import airflow.dag_processing.dagbag  # noqa: F401
-import confluent_kafka  # noqa: F401
+import airflow.dag_processing.dagbag
+import airflow.version  # noqa: F401
+import confluent_kafka.admin  # noqa: F401
+import grpc._channel  # noqa: F401
+import jinja2.ext  # noqa: F401
 import pyspark.sql.connect.session  # noqa: F401
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook  # noqa: F401
+from airflow.sdk import DAG, task  # noqa: F401
 from airflow.sdk.execution_time.task_runner import get_listener_manager
 
 import mirrorflow.airflow.dags
 import mirrorflow.airflow.operators
 import mirrorflow.airflow.sensors
+import mirrorflow.airflow.timetables
+import mirrorflow.airflow.watchdog
 import mirrorflow.checkpoint.checkpoints
 import mirrorflow.heartbeat.heartbeats
 import mirrorflow.lease
