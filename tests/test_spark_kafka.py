@@ -118,9 +118,11 @@ def test_reads_reuse_sparks_consumers_but_never_serve_an_old_incarnations_record
 
     a = two_clusters["a"]
     cluster = parse_config(f"clusters = a\na.bootstrap.servers = {a}\n").cluster("a")
-    # The pool's room and keep-alive mirrorflow gives the servers it starts.
-    assert [spark.conf.get(f"spark.kafka.consumer.cache.{k}") for k in ("capacity", "timeout")] \
-        == ["2048", "15m"]
+    # The pool's room and keep-alive mirrorflow gives the servers it starts; the records a
+    # poll brought past a range's end, 10 s.
+    assert [spark.conf.get(f"spark.kafka.consumer.{k}") for k in (
+        "cache.capacity", "cache.timeout", "fetchedData.cache.timeout",
+        "fetchedData.cache.evictorThreadRunInterval")] == ["2048", "15m", "10s", "5s"]
 
     def values(start: int, end: int, ids: dict[str, str]) -> list[bytes]:
         rows = read_ranges(spark, cluster, [("reborn", 0, start, end)], topic_ids=ids)
