@@ -108,7 +108,7 @@ def test_parsing_imports_no_heavy_modules(repo: Path) -> None:
 def test_a_task_process_inherits_every_module_its_dag_parse_needs(repo: Path) -> None:
     """A task process forked after the scheduler's preload (mirrorflow.airflow.preload)
     parses the DAG file for its own DAG, before every task: that parse imports nothing but
-    the DAG file itself (the decorators it would import otherwise cost a third of it)."""
+    the DAG file itself (the decorators it would import otherwise cost half of it)."""
     import subprocess
 
     config = repo / "include" / "config" / "mm2.properties"

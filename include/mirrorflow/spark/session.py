@@ -65,8 +65,8 @@ SPARK_CONF = {
     # their headers point into) for the read that goes on from there, 5 minutes by default.
     # A run's next read does, a schedule interval later, but finds there only what had
     # arrived when the last read ended, and polls for the rest all the same. In make soak
-    # those polls were 300 MiB of the server's 540 MiB live heap, over G1's threshold: it
-    # marked its heap without pause.
+    # those polls (425,000 records) were most of the server's 540 MiB live heap, over G1's
+    # threshold: it marked its heap without pause.
     "spark.kafka.consumer.fetchedData.cache.timeout": "10s",
     "spark.kafka.consumer.fetchedData.cache.evictorThreadRunInterval": "5s",
 }
