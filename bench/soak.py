@@ -253,7 +253,7 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
     bootstraps = {b.alias: b.bootstrap for b in brokers}
     airflow = Airflow(state / "airflow", config_path, reports, connect_port)
     tails: dict[str, Tail] = {}
-    cpu = ProcessCpu()
+    cpu, continuous_cpu = ProcessCpu(), None
     try:
         for source in SOURCES:
             admin = AdminClient({"bootstrap.servers": bootstraps[source]})
@@ -301,7 +301,11 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         airflow.wait_for_dags(len(FLOWS))
         airflow.cli("dags", "unpause", "--yes", "--treat-dag-id-as-regex", "^mirror__")
         continuous_start = time.time()
+        continuous_cpu = ProcessCpu()
+        continuous_cpu.start()
         time.sleep(continuous_minutes * 60)
+        continuous_cpu.stopped.set()
+        continuous_end = time.time()
         for load in loads:
             load.stopped.set()
         for load in loads:
@@ -311,7 +315,9 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
             time.sleep(10)
         ended = time.time()
         airflow.stop()
-        runs = cron_runs + airflow.runs()
+        continuous_runs = airflow.runs()
+        continuous_tasks = airflow.task_seconds(continuous_start)
+        runs = cron_runs + continuous_runs
         db_end = du(state / "airflow" / "airflow.db")
         for tail in tails.values():
             tail.stopped.set()
@@ -320,6 +326,8 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         checked = exactly_once(bootstraps)
     finally:
         cpu.stopped.set()
+        if continuous_cpu is not None:
+            continuous_cpu.stopped.set()
         for tail in tails.values():
             tail.stopped.set()
         airflow.stop()
@@ -345,6 +353,7 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
     calm_seconds = [r["seconds"] for r in cron_done
                     if db_time(r["end"]).timestamp() < around[0]
                     or db_time(r["start"]).timestamp() > around[1]]
+    continuous_seconds = [r["seconds"] for r in continuous_runs if r["seconds"] is not None]
     on_slot = [r["seconds"] for r in cron_done
                if (late := started_late(r)) is not None and late <= SLOT_GRACE_S]
     return {
@@ -383,9 +392,18 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         "report_bytes_per_run_last": report_bytes(reports, cron_end - 300, cron_end),
         "reports_bytes_end": du(reports), "airflow_db_bytes_start": db_start,
         "airflow_db_bytes_end": db_end,
-        "continuous_runs": len(runs) - len(cron_runs),
+        "continuous_runs": len(continuous_runs),
+        "continuous_dag_run_p50_s": percentile(continuous_seconds, 0.5),
+        "continuous_dag_run_p99_s": percentile(continuous_seconds, 0.99),
+        "continuous_task_p50_s": {task: percentile(seconds, 0.5)
+                                  for task, seconds in sorted(continuous_tasks.items())},
         # CPU seconds by kind of process over the 1-minute schedule's pass.
         "cpu_s_cron": cron_cpu, "cron_runs": len(cron_runs),
+        # ... and over the @continuous pass (not its catch-up), with the runs it started.
+        "cpu_s_continuous": continuous_cpu.result(),
+        "continuous_runs_in_pass": sum(
+            continuous_start <= db_time(r["start"]).timestamp() < continuous_end
+            for r in continuous_runs),
     }
 
 
@@ -419,6 +437,8 @@ def table(result: dict) -> str:
              f"{result['lag_p50_outside_outage_s']} / {result['lag_p99_outside_outage_s']}"),
             ("lag p50 / p99, @continuous (s)",
              f"{result['continuous_lag_p50_s']} / {result['continuous_lag_p99_s']}"),
+            ("DAG run p50 / p99, @continuous (s)",
+             f"{result['continuous_dag_run_p50_s']} / {result['continuous_dag_run_p99_s']}"),
             ("DAG run p50 / p99 / max (s)",
              f"{result['dag_run_p50_s']} / {result['dag_run_p99_s']} / {result['dag_run_max_s']}"),
             ("DAG run p50 / p99 away from the outage (s)",
@@ -437,6 +457,9 @@ def table(result: dict) -> str:
              f"{result['dag_run_no_task_running_p50_s']}"),
             ("task p50 (s), 1-minute schedule",
              ", ".join(f"{task} {sec}" for task, sec in result["task_p50_s"].items())),
+            ("task p50 (s), @continuous",
+             ", ".join(f"{task} {sec}"
+                       for task, sec in result["continuous_task_p50_s"].items())),
             ("runs / failed (outside the outage) / retried / overlapped",
              f"{result['runs']} / {result['runs_failed']} ({result['runs_failed_outside_outage']})"
              f" / {result['runs_retried']} / {result['runs_overlapped']}"),
@@ -444,9 +467,12 @@ def table(result: dict) -> str:
              f"{result['report_bytes_per_run_first']} / {result['report_bytes_per_run_last']}"),
             ("Airflow database bytes, start / end",
              f"{result['airflow_db_bytes_start']} / {result['airflow_db_bytes_end']}"),
-            ("CPU seconds a 1-minute-schedule run, by process",
-             ", ".join(f"{kind} {seconds / max(1, result['cron_runs']):.1f}"
-                       for kind, seconds in result["cpu_s_cron"].items()))]
+            *[(f"CPU seconds a{name} run, by process",
+               ", ".join(f"{kind} {seconds / max(1, result[runs]):.1f}"
+                         for kind, seconds in result[cpu].items()))
+              for name, cpu, runs in ((" 1-minute-schedule", "cpu_s_cron", "cron_runs"),
+                                      ("n @continuous", "cpu_s_continuous",
+                                       "continuous_runs_in_pass"))]]
     return "\n".join(["| measure | figure |", "| --- | ---: |",
                       *[f"| {name} | {value} |" for name, value in rows]])
 
