@@ -129,6 +129,36 @@ def test_timestamps_at_or_before_the_epoch_are_written_as_the_plans_time(
     assert [p.restamped for p in again.partitions] == [1]
 
 
+def test_each_proof_reuses_the_code_spark_generated_for_the_last(spark, two_clusters,
+                                                                tmp_path: Path) -> None:
+    """Records without a timestamp in a source topic with gaps (transaction markers): the
+    proof reads the source again and gives them the plan's time, as the writer did. Spark
+    compiles the code it generates for a query unless it compiled the same code before; a
+    plan's time written into that code as a literal made each proof compile its stages
+    anew. The second run, with a plan time of its own, compiles nothing."""
+    a = two_clusters["a"]
+    create_topic(a, "gapped", 1)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+    metrics = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    compiled, stamps = [], []
+    for first in (0, 4):
+        produce_in_transactions(a, "gapped", [
+            (f"k{i}".encode(), b"v", None, -1 if i % 2 else 1_700_000_000_000 + i)
+            for i in range(first, first + 4)], 1, 2)
+        before = metrics.METRIC_COMPILATION_TIME().getCount()
+
+        result = run_cycle(path, "a->b", spark=spark)
+
+        compiled.append(metrics.METRIC_COMPILATION_TIME().getCount() - before)
+        assert result.validation["success"] and result.records == 4
+        assert [(p.remote_topic, p.restamped) for p in result.partitions] == [("a.gapped", 2)]
+        config = load_config(path)
+        stamps.append(PlanStore(config, config.flow("a->b")).load(result.plan_id).created_ms)
+    assert stamps[0] != stamps[1]
+    assert compiled[1] == 0, compiled
+
+
 def test_more_ranges_than_write_slots_share_their_tasks(spark, two_clusters,
                                                       tmp_path: Path) -> None:
     """Seven ranges (three topics) dealt to two write slots: each slot's ranges go through

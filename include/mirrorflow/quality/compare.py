@@ -320,17 +320,16 @@ def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split
     if schemas:
         frame = _with_ids(F, frame, schemas.same, remote_of)
     remote = _remote_topic(F, remote_of)
-    records = frame.select(
-        "topic", "partition", "offset", remote.alias("remote_topic"),
-        record_digest(F, ~_in(remote, no_timestamps, F),
-                      restamped(F, restamp_ms),
+    # Each run's row carries the plan's time (at_ms) for the restamp: a column, so that
+    # every proof's generated code is the same (see digests.restamped).
+    runs = [(r.topic, r.partition, lo, hi, delta, restamp_ms)
+            for r in ranges for lo, hi, delta in _runs(r)]
+    return _lookup(spark, F, frame, runs, "long", "at_ms long").select(
+        F.lit("s").alias("side"), remote.alias("remote_topic"), "partition",
+        (F.col("offset") + F.col("found")).alias("d"), F.col("offset").alias("u"),
+        record_digest(F, ~_in(remote, no_timestamps, F), restamped(F, F.col("at_ms")),
                       headers=not schemas or schemas.headers).alias("digest"),
         F.col("key").alias("k"), F.col("value").isNull().alias("tombstone"))
-    runs = [(r.topic, r.partition, lo, hi, delta) for r in ranges for lo, hi, delta in _runs(r)]
-    return _lookup(spark, F, records, runs, "long").select(
-        F.lit("s").alias("side"), "remote_topic", "partition",
-        (F.col("offset") + F.col("found")).alias("d"), F.col("offset").alias("u"), "digest",
-        "k", "tombstone")
 
 
 def _remote_topic(F, remote_of: Mapping[str, str]):
@@ -401,14 +400,15 @@ def _read(spark, cluster, ranges: list[tuple[str, int, int, int]], split: int | 
     return frame.coalesce(tasks) if len(ranges) > tasks else frame
 
 
-def _lookup(spark, F, frame, intervals: list[tuple], kind: str):
+def _lookup(spark, F, frame, intervals: list[tuple], kind: str, more: str = ""):
     """``frame`` (``topic``, ``partition``, ``offset``, ...) with ``found``: the value of
-    the interval of ``(topic, partition, lo, hi, value)`` ``intervals`` whose ``[lo, hi)``
-    holds the record's offset, null where none does: a broadcast equi-join on offset
+    the interval of ``(topic, partition, lo, hi, value, *more)`` ``intervals`` whose
+    ``[lo, hi)`` holds the record's offset, null where none does (``more``: the schema of
+    the intervals' further values, which come along): a broadcast equi-join on offset
     buckets, so that each record meets one or two intervals."""
     table = spark.createDataFrame(
-        _bucketed(intervals, 2, 3),
-        f"i_topic string, i_partition int, lo long, hi long, found {kind}, i_bucket long")
+        _bucketed(intervals, 2, 3), f"i_topic string, i_partition int, lo long, hi long, "
+                                    f"found {kind}, {more + ', ' if more else ''}i_bucket long")
     bucketed = frame.withColumn("bucket", F.floor(F.col("offset") / BUCKET))
     return bucketed.join(
         F.broadcast(table),

@@ -68,11 +68,14 @@ def restamp(batch, at_ms: int):
     return pa.RecordBatch.from_arrays(columns, schema=batch.schema), count
 
 
-def restamped(F, at_ms: int):
-    """Spark's side of :func:`restamp`: the timestamp a source record has on the target."""
+def restamped(F, at_ms):
+    """Spark's side of :func:`restamp`: the timestamp a source record has on the target.
+    ``at_ms``: a column of the plan's time, not a literal: Spark writes a long literal into
+    the code it generates, and a query whose code is new is compiled anew (every proof,
+    each of its stages: 60-100 ms of CPU a class on an idle machine)."""
     stamp = F.col("timestamp")
     return F.when(stamp.isNull() | (stamp <= F.timestamp_millis(F.lit(0))),
-                  F.timestamp_millis(F.lit(at_ms))).otherwise(stamp)
+                  F.timestamp_millis(at_ms)).otherwise(stamp)
 
 
 def writer_columns(F, headers: bool = True) -> list:
