@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import uuid
@@ -305,6 +306,39 @@ def test_more_ranges_than_write_tasks_are_checked_together_and_a_loss_still_name
     assert (good.digest_match, bad.digest_match, bad.missing, bad.duplicates) == \
         (True, False, 1, 0)
     assert (bad.first_bad_source_offset, bad.first_bad_target_offset) == (50, 50)
+
+
+def test_a_task_process_renders_data_docs_with_the_templates_its_preload_compiled(
+        tmp_path) -> None:
+    """A process forked after mirrorflow.airflow.preload (as each Airflow task is) writes a
+    run's Data Docs without compiling a Jinja template: GX's page views share the
+    templates the preload compiled (each view of its own compiled 24 of them again)."""
+    probe = (
+        "import os, jinja2\n"
+        "import mirrorflow.airflow.preload\n"
+        "from mirrorflow.quality.reports import docs_build_dir\n"
+        "from mirrorflow.quality.suites import build_docs, run_suites\n"
+        "compiled = []\n"
+        "compile = jinja2.Environment.compile\n"
+        "jinja2.Environment.compile = lambda *a, **k: compiled.append(1) or compile(*a, **k)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    docs = docs_build_dir('a->b', 'run-1')\n"
+        "    outcome, context = run_suites([], [], 0, None, [], docs, 'run-1')\n"
+        "    build_docs(context, docs, 'a->b', 'run-1')\n"
+        "    print('compiled:', len(compiled), outcome, flush=True)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n")
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True,
+        text=True, check=True, timeout=180,
+        env={**os.environ, reports.REPORTS_ENV: str(tmp_path / "reports")}).stdout
+    assert [line for line in out.splitlines() if line.startswith("compiled:")] == [
+        "compiled: 0 {'mirrorflow.completeness': True, 'mirrorflow.checkpoints': True}"]
+    index = tmp_path / "reports" / "a__b" / "run-1" / "index.html"
+    assert "mirrorflow.completeness" in index.read_text()
+    pages = list(index.parent.glob("validations/**/*.html"))
+    assert len(pages) == 2 and all("Expectation Validation Result" in p.read_text() for p in pages)
 
 
 def test_great_expectations_is_imported_without_what_only_one_expectation_uses() -> None:

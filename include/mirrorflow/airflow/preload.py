@@ -5,7 +5,8 @@ what it needs anew: the DAG file's modules (with what its ``from airflow.sdk imp
 task`` resolves lazily, the standard provider's Python operator and ``packaging``'s
 requirement grammar: half of the DAG parse every task does), confluent-kafka and its admin
 client, the templates' Jinja extensions, and in the ``mirror`` task Spark Connect's client
-and its channel and Great Expectations (about 2 s of CPU of its own). Airflow 3.3
+and its channel and Great Expectations (about 2 s of CPU of its own), whose Data Docs
+templates each task would compile again (mirrorflow.quality.docs_views). Airflow 3.3
 can start the executor's workers from a forkserver that imports a list of modules first
 (``[scheduler] mp_start_method = forkserver``, ``[core] mp_forkserver_preload``); naming
 this module there makes every task process inherit these imports, copy-on-write. Importing
@@ -43,9 +44,10 @@ import mirrorflow.quality.validate
 import mirrorflow.run
 import mirrorflow.spark.job
 import mirrorflow.spark.session  # noqa: F401
-from mirrorflow.quality.gx_import import import_gx
+from mirrorflow.quality.docs_views import compile_templates  # imports GX (gx_import)
 
-import_gx()
+# The Data Docs' templates, compiled once here rather than in every mirror task.
+compile_templates()
 # What Airflow's task runner loads before a task runs (the DAG bag's module, imported
 # above, and the plugins with their listeners: 2 s of a 4 s small task in a soak
 # without them), which workers forked from the scheduler inherited from it.

@@ -29,6 +29,16 @@ FINDINGS = {
                "flow.",
 }
 DEFAULT_EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
+# The Data Docs site's index and sections, rendered by GX's page views with their templates
+# compiled once per process (mirrorflow.quality.docs_views).
+_VIEWS = "mirrorflow.quality.docs_views"
+SITE_VIEWS = {
+    "site_index_builder": {"class_name": "DefaultSiteIndexBuilder",
+                           "view": {"module_name": _VIEWS, "class_name": "IndexPageView"}},
+    "site_section_builders": {section: {"view": {"module_name": _VIEWS,
+                                                 "class_name": "PageView"}}
+                              for section in ("expectations", "validations", "profiling")},
+}
 
 
 def expectations_dir(flow: FlowConfig) -> Path:
@@ -120,8 +130,7 @@ def run_suites(verdict_list: list[PartitionVerdict], cps: list[CheckpointVerdict
     context.add_data_docs_site(site_name="run", site_config={
         "class_name": "SiteBuilder",
         "store_backend": {"class_name": "TupleFilesystemStoreBackend",
-                          "base_directory": str(docs_dir)},
-        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"}})
+                          "base_directory": str(docs_dir)}, **SITE_VIEWS})
     # The built-in suites look at one row per range or checkpoint: pandas, no Spark jobs
     # (GX computes every metric with a job of its own). User suites see the mirrored
     # records, on Spark.
