@@ -253,7 +253,7 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
     bootstraps = {b.alias: b.bootstrap for b in brokers}
     airflow = Airflow(state / "airflow", config_path, reports, connect_port)
     tails: dict[str, Tail] = {}
-    cpu, continuous_cpu = ProcessCpu(), None
+    cpu, continuous_cpu = ProcessCpu(), ProcessCpu()  # each pass's
     try:
         for source in SOURCES:
             admin = AdminClient({"bootstrap.servers": bootstraps[source]})
@@ -301,7 +301,6 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         airflow.wait_for_dags(len(FLOWS))
         airflow.cli("dags", "unpause", "--yes", "--treat-dag-id-as-regex", "^mirror__")
         continuous_start = time.time()
-        continuous_cpu = ProcessCpu()
         continuous_cpu.start()
         time.sleep(continuous_minutes * 60)
         continuous_cpu.stopped.set()
@@ -326,8 +325,7 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         checked = exactly_once(bootstraps)
     finally:
         cpu.stopped.set()
-        if continuous_cpu is not None:
-            continuous_cpu.stopped.set()
+        continuous_cpu.stopped.set()
         for tail in tails.values():
             tail.stopped.set()
         airflow.stop()
