@@ -67,9 +67,13 @@ SETTLE_S = 120
 # flow's spread offset) is on its slot; a later one started late, after the flow's previous
 # run ended past that time (the runs' two states: docs/operations.md).
 SLOT_GRACE_S = 5.0
+# The @continuous pass's mirrorflow.mirror.repeat.seconds: each run's mirror task repeats
+# its cycle for this long (docs/operations.md), paying a run's Airflow part once a minute.
+REPEAT_S = int(os.environ.get("SOAK_REPEAT_SECONDS", "60"))
 
 
-def write_config(path: Path, ports: dict[str, int], connect_port: int, schedule: str) -> None:
+def write_config(path: Path, ports: dict[str, int], connect_port: int, schedule: str,
+                 repeat_s: int = 0) -> None:
     lines = ["clusters = a, b, c",
              *[f"{alias}.bootstrap.servers = 127.0.0.1:{port}" for alias, port in ports.items()],
              *[f"{s}->{t}.enabled = true" for s, t in FLOWS],
@@ -77,7 +81,8 @@ def write_config(path: Path, ports: dict[str, int], connect_port: int, schedule:
              f"mirrorflow.spark.master = sc://127.0.0.1:{connect_port}",
              "replication.factor = 1", "offset-syncs.topic.replication.factor = 1",
              "checkpoints.topic.replication.factor = 1",
-             "heartbeats.topic.replication.factor = 1"]
+             "heartbeats.topic.replication.factor = 1",
+             f"mirrorflow.mirror.repeat.seconds = {repeat_s}"]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -224,6 +229,12 @@ def overlapped(runs: list[dict]) -> int:
     return count
 
 
+def cycles_per_run(reports: Path, since: float) -> list[int]:
+    """Cycles of each run reported from ``since`` (mirrorflow.mirror.repeat.seconds)."""
+    return [len(json.loads(path.read_text()).get("cycles", [])) + 1
+            for path in reports.glob("*/*/summary.json") if path.stat().st_mtime >= since]
+
+
 def report_bytes(reports: Path, since: float, until: float) -> float | None:
     """Bytes on disk per run report written between the two times."""
     sizes = []
@@ -294,10 +305,13 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         # timetable, given a DAG that ran on a cron schedule, keeps proposing the last cron
         # run's date ("run already exists; skipping dagrun creation"), so the DAGs' Airflow
         # history goes first (mirrorflow's own state is on the clusters).
-        write_config(config_path, ports, connect_port, "@continuous")
+        write_config(config_path, ports, connect_port, "@continuous", REPEAT_S)
         for source, target in FLOWS:
             airflow.cli("dags", "delete", "--yes", f"mirror__{source}__{target}")
         airflow.start()
+        # A repeating mirror task holds its Spark pool slot for its whole window: a slot
+        # per flow (docs/operations.md).
+        airflow.cli("pools", "set", "mirrorflow_spark", str(len(FLOWS)), "Spark jobs")
         airflow.wait_for_dags(len(FLOWS))
         airflow.cli("dags", "unpause", "--yes", "--treat-dag-id-as-regex", "^mirror__")
         continuous_start = time.time()
@@ -356,6 +370,9 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
                if (late := started_late(r)) is not None and late <= SLOT_GRACE_S]
     return {
         "minutes": minutes, "continuous_minutes": continuous_minutes, "rate": rate,
+        "continuous_repeat_s": REPEAT_S,
+        "continuous_cycles_per_run_p50": percentile(cycles_per_run(reports, continuous_start),
+                                                    0.5),
         "records_produced": checked["records_compared"],
         "records_refused_at_source": sum(load.failed for load in loads),
         "records_lost": checked["records_lost"],
@@ -437,6 +454,8 @@ def table(result: dict) -> str:
              f"{result['continuous_lag_p50_s']} / {result['continuous_lag_p99_s']}"),
             ("DAG run p50 / p99, @continuous (s)",
              f"{result['continuous_dag_run_p50_s']} / {result['continuous_dag_run_p99_s']}"),
+            ("cycles a run p50, @continuous (repeat s)",
+             f"{result['continuous_cycles_per_run_p50']} ({result['continuous_repeat_s']})"),
             ("DAG run p50 / p99 / max (s)",
              f"{result['dag_run_p50_s']} / {result['dag_run_p99_s']} / {result['dag_run_max_s']}"),
             ("DAG run p50 / p99 away from the outage (s)",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 import time
@@ -288,3 +289,124 @@ def test_a_task_failing_after_the_commit_fails_the_run(airflow_db, two_clusters,
     assert ("TopicCreationError: cluster 'b': cannot create topic 'a.checkpoints.internal' "
             "(1 partitions, replication factor 3): Unable to replicate the partition 3 "
             "time(s)") in printed
+
+
+@pytest.mark.timeout(600)
+def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_all(
+        airflow_db, two_clusters, tmp_path, monkeypatch, warm_spark) -> None:
+    """``mirrorflow.mirror.repeat.seconds``: while records keep arriving, one DAG run's
+    ``mirror`` commits its proved plan and plans, mirrors and proves again, until the run
+    is that old; its commit task commits the last plan. Every record once and in order,
+    each plan committed by the run, the report and the metrics counting every cycle. The
+    next run, with nothing arriving, ends its cycles on an empty plan."""
+    import json
+
+    from mirrorflow.source.plan_records import PlanNotPendingError
+    from mirrorflow.source.plan_store import PlanStore
+
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 2)
+    produce(a, "orders", varied_records(100), 2)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n"
+                       "a->b.mirrorflow.mirror.repeat.seconds = 30\n")
+    monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
+    dag = flow_dag(path, monkeypatch)
+    stop, produced = threading.Event(), [100]
+
+    def keep_producing() -> None:  # 20 records every half second, while the run lasts
+        while not stop.wait(0.5):
+            produce(a, "orders", varied_records(20, produced[0]), 2)
+            produced[0] += 20
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    try:
+        run = dag.test()
+    finally:
+        stop.set()
+        producer.join(10)
+    assert str(run.state) == "success", states(run)
+    mirrored = next(ti for ti in run.get_task_instances() if ti.task_id == "mirror")
+    cycles = mirrored.xcom_pull(task_ids="mirror")["cycles"]
+    report = reports.read("a->b", run.run_id)
+    assert cycles >= 2 and len(report["cycles"]) == cycles - 1, report.get("cycles")
+    assert all(c["proof"] == "passed" and c["records"] > 0 for c in report["cycles"])
+    store = PlanStore(load_config(path), load_config(path).flow("a->b"))
+    for plan_id in [c["plan_id"] for c in report["cycles"]] + [report["plan_id"]]:
+        with pytest.raises(PlanNotPendingError,
+                           match=re.escape(f"already committed by run {run.run_id};")):
+            store.require_pending(plan_id)
+    ends = OffsetStore(load_config(path).cluster("b"), "a").positions()
+    assert report["records"] == sum(ends.values()) + 2  # positions: the last offsets
+    assert {(p["topic"], p["partition"]): (p["planned_start"], p["records"])
+            for p in report["partitions"]} == {
+        ("orders", p): (0, ends[("orders", p)] + 1) for p in range(2)}
+
+    produce(a, "orders", varied_records(50, produced[0]), 2)
+    produced[0] += 50
+    again = dag.test(logical_date=run.logical_date - timedelta(days=1))
+    assert str(again.state) == "success", states(again)
+    second = reports.read("a->b", again.run_id)
+    assert len(second["cycles"]) == 1 and second["records"] == produced[0] - report["records"]
+    assert store.pending() is None  # its last plan, empty, was committed too
+    assert OffsetStore(load_config(path).cluster("b"), "a").positions() == {
+        ("orders", p): produced[0] // 2 - 1 for p in range(2)}
+    for p in range(2):
+        assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
+    counters = json.loads((reports.flow_dir("a->b") / "metrics.json").read_text())["counters"]
+    assert sum(v for k, v in counters.items() if k.startswith("record_count{")) == produced[0]
+
+
+@pytest.mark.timeout(600)
+def test_a_cycle_killed_after_an_earlier_one_committed_is_resumed_by_the_retry(
+        airflow_db, two_clusters, tmp_path, monkeypatch) -> None:
+    """A repeating run (``mirrorflow.mirror.repeat.seconds``) whose Spark job is killed in
+    its second cycle, after its first committed: Airflow's retry of ``mirror`` resumes the
+    run's pending plan (the first is committed), and the run's report holds the cycle the
+    killed attempt committed. Every record once, in order; counted once."""
+    import json
+
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 2)
+    produce(a, "orders", varied_records(100), 2)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\nmirrorflow.retry.delay.seconds = 0\n"
+                       "a->b.mirrorflow.mirror.repeat.seconds = 30\n")
+    monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
+    offsets = OffsetStore(load_config(path).cluster("b"), "a")
+    killed, produced = threading.Event(), [100]
+
+    def kill_the_second_cycle() -> None:
+        job = f"SparkSubmit .*{path}"  # this test's job only (its config path)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and subprocess.run(
+                ["pgrep", "-f", job], capture_output=True, check=False).returncode:
+            time.sleep(0.2)
+        produce(a, "orders", varied_records(40, produced[0]), 2)  # for the second cycle
+        produced[0] += 40
+        while time.monotonic() < deadline and not offsets.positions():  # the first's commit
+            time.sleep(0.2)
+        while time.monotonic() < deadline:
+            if subprocess.run(["pkill", "-KILL", "-f", job], check=False).returncode == 0:
+                killed.set()
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_the_second_cycle, daemon=True)
+    killer.start()
+    run = flow_dag(path, monkeypatch).test()
+    killer.join(5)
+    assert killed.is_set(), "no second cycle's Spark job was killed"
+    assert str(run.state) == "success", states(run)
+    mirror = next(ti for ti in run.get_task_instances() if ti.task_id == "mirror")
+    assert mirror.try_number == 2
+    report = reports.read("a->b", run.run_id)
+    first = report["cycles"][0]
+    assert first["records"] == 100 and first["proof"] == "passed"
+    ends = offsets.positions()
+    assert report["records"] == sum(ends.values()) + 2 == produced[0]
+    for p in range(2):
+        assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
+    counters = json.loads((reports.flow_dir("a->b") / "metrics.json").read_text())["counters"]
+    assert sum(v for k, v in counters.items() if k.startswith("record_count{")) == produced[0]

@@ -104,14 +104,10 @@ def plan(config_file: str, flow_name: str, params: dict, run_id: str) -> dict:
         return {**_plan(config, flow, params, run_id), "heartbeat_ms": beat}
 
 
-def _limits(params: dict) -> dict:
-    return {"only_topics": params.get("topics") or None,
-            "max_records": params.get("max_records_per_partition")}
-
-
 def _dry_run(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> NoReturn:
     from airflow.sdk.exceptions import AirflowSkipException
 
+    from mirrorflow.airflow.operators import plan_limits
     from mirrorflow.operations import reset_starts
     from mirrorflow.source.plan import build_plan
 
@@ -120,7 +116,7 @@ def _dry_run(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) 
         starts = reset_starts(config, flow, params["reset"], params.get("reset_timestamp_ms"))
         log.info("dry run: a reset to %s would set the next offsets:\n%s", params["reset"],
                  "\n".join(f"{t}[{p}] {s}" for (t, p), s in sorted(starts.items())))
-    dry = build_plan(config, flow, run_id, dry_run=True, starts=starts, **_limits(params))
+    dry = build_plan(config, flow, run_id, dry_run=True, starts=starts, **plan_limits(params))
     lines = [f"{r.topic}[{r.partition}] {r.start}..{r.end - 1} -> {r.remote_topic}"
              for r in dry.ranges]
     log.info("dry run, nothing written; the plan would be:\n%s", "\n".join(lines) or "empty")
@@ -129,6 +125,7 @@ def _dry_run(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) 
 
 
 def _plan(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> dict:
+    from mirrorflow.airflow.operators import plan_limits
     from mirrorflow.operations import check_confirmation, reset_positions
     from mirrorflow.source.plan import plan_run
 
@@ -137,13 +134,13 @@ def _plan(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> 
         result = reset_positions(config, flow, params["reset"], params.get("reset_timestamp_ms"),
                                  run_id)
         log.warning("positions of %s reset to %s: %s", flow.name, result.mode, result.positions)
-    stored, resumed = plan_run(config, flow, run_id, **_limits(params))
+    stored, resumed = plan_run(config, flow, run_id, **plan_limits(params))
     return {"plan_id": stored.plan_id, "resumed": resumed, "ranges": len(stored.ranges),
             "offsets": stored.offsets}
 
 
 def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
-                            run_id: str) -> dict:
+                            run_id: str, ti=None) -> dict:
     """Check the Spark job's result and its passing proof, emit offset syncs, commit
     positions; then what MM2's checkpoint connector does (checkpoints, translated offsets
     into idle target groups) and the topic configs and ACLs that are due, each as the flow
@@ -151,19 +148,44 @@ def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
     follows the commit and needs no task boundary, which costs a scheduler round and a task
     process, a second or more of a run.
 
-    A retry after a commit whose syncs failed finds the plan committed by this run: it
-    reports that commit again and redoes the syncs, each forward only. A plan that is no
-    longer pending otherwise (this task of an older run, cleared or re-run) commits
-    nothing: the task says who committed or superseded it, then syncs what is due."""
+    The plan is the run's last: the ``plan`` task's, or the one ``mirror`` planned last
+    where it repeated its cycle (:mod:`mirrorflow.repeat`), whose earlier cycles the
+    result then holds too. A retry after a commit whose syncs failed finds the plan
+    committed by this run: it reports that commit again and redoes the syncs, each forward
+    only. A plan that is no longer pending otherwise (this task of an older run, cleared or
+    re-run) commits nothing: the task says who committed or superseded it, then syncs what
+    is due."""
+    from mirrorflow import repeat
     from mirrorflow.run import checkpoint_step, metadata_step
 
+    planned = last_plan(planned, ti)
     with _leased(config_file, flow_name, run_id) as (config, flow):
         committed = _commit(config, flow, planned, run_id)
         # For the report, should a sync below fail: the run committed all the same.
-        handoff(flow_name, run_id, COMMIT_TASK, plain(committed))
+        earlier = repeat.kept(flow_name, run_id)
+        handoff(flow_name, run_id, COMMIT_TASK, _with_cycles(earlier, committed))
         checkpoint_step(config, flow, committed)
         committed.metadata = metadata_step(config, flow)
-    return handoff(flow_name, run_id, COMMIT_TASK, plain(committed))
+    return handoff(flow_name, run_id, COMMIT_TASK, _with_cycles(earlier, committed))
+
+
+def _with_cycles(earlier: dict | None, committed) -> dict:
+    """The commit's result with the run's earlier cycles folded in; where the plan is one
+    of theirs (``mirror`` skipped after its cycles committed it), theirs, with its note."""
+    from mirrorflow import repeat
+
+    result = plain(committed)
+    if committed.plan_id not in repeat.plan_ids(earlier):
+        return repeat.fold(earlier, result)
+    return {**earlier, "note": result["note"], "metadata": result["metadata"]}
+
+
+def last_plan(planned: dict, ti) -> dict:
+    """The run's last plan: the one its ``mirror`` task mirrored last (it may have planned
+    again: :mod:`mirrorflow.repeat`), else (``mirror`` skipped) the ``plan`` task's."""
+    mirrored = ti.xcom_pull(task_ids="mirror") if ti is not None else None
+    return {**planned, **{k: mirrored[k] for k in ("plan_id", "resumed") if k in mirrored}} \
+        if mirrored else planned
 
 
 def _commit(config: MirrorConfig, flow: FlowConfig, planned: dict, run_id: str):
@@ -241,15 +263,19 @@ def committed_output(flow_name: str, run_id: str, ti) -> dict | None:
     """What the run's commit task handed off: the whole behind its XCom; else, where the
     task failed after its commit (a checkpoint, a metadata sync), what it kept before its
     syncs, if that is of this run's plan (not left by an earlier attempt of the run, cleared
-    since, whose plan was committed then)."""
+    since, whose plan was committed then); else the cycles its ``mirror`` committed before
+    it failed (:mod:`mirrorflow.repeat`), if any."""
+    from mirrorflow import repeat
     from mirrorflow.quality import reports
 
     committed = received(flow_name, run_id, COMMIT_TASK, ti)
     if committed is not None or ti is None:
         return committed
     kept = reports.read_part(flow_name, run_id, COMMIT_TASK)
-    planned = ti.xcom_pull(task_ids="plan") or {}
-    return kept if kept is not None and kept.get("plan_id") == planned.get("plan_id") else None
+    planned = last_plan(ti.xcom_pull(task_ids="plan") or {}, ti)
+    if kept is not None and kept.get("plan_id") == planned.get("plan_id"):
+        return kept
+    return repeat.kept(flow_name, run_id)  # the cycles ``mirror`` committed before it failed
 
 
 def _for_check(flow: FlowConfig, summary: dict) -> dict:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,12 @@ def imports_inherited() -> bool:
     return module is not None and os.getpid() != module.LOADED_BY
 
 
+def plan_limits(params: dict) -> dict:
+    """``plan_run``'s limits from a run's parameters (its topics, its cap per partition)."""
+    return {"only_topics": params.get("topics") or None,
+            "max_records": params.get("max_records_per_partition")}
+
+
 class MirrorJobOperator(BaseOperator):
     """The run's Spark job for the plan the ``plan`` task stored."""
 
@@ -53,40 +60,102 @@ class MirrorJobOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict:
         from mirrorflow.config.loader import load_config
-        from mirrorflow.lease import FlowLease
         from mirrorflow.source.plan_records import PlanNotPendingError
         from mirrorflow.source.plan_store import PlanStore
 
         self.log.info("imports: %s", f"inherited from Airflow's forkserver ({PRELOAD})"
                       if imports_inherited() else "made by this task process")
-        planned = context["ti"].xcom_pull(task_ids="plan")
+        started = time.monotonic()
         config = load_config(self.config_file)
         flow = config.flow(self.flow_name)
         store = PlanStore(config, flow)
         try:
-            store.require_pending(planned["plan_id"])
+            planned = self._pending(store, context["ti"].xcom_pull(task_ids="plan"))
             if not planned["ranges"]:
-                with FlowLease(config, flow, self.run_id):
-                    store.require_pending(planned["plan_id"])
-                    store.save_empty_result(planned["plan_id"])
+                self._close_empty(config, flow, store, planned["plan_id"])
                 raise AirflowSkipException(f"plan {planned['plan_id']} has nothing to "
                                            "mirror; no Spark job started")
-            from airflow.sdk import BaseHook
-
-            from mirrorflow.progress import Sink, WriteProgress
-
-            plan = store.load(planned["plan_id"])
-            # Records written, in the task's log every 10 s, read where the writers commit.
-            with WriteProgress(config, flow, plan, Sink(self.log)):
-                connection = BaseHook.get_connection(self.conn_id)
-                if connection.conn_type == "spark_connect":
-                    validation = self._run_connected(config, flow, plan)
-                else:
-                    self._submit(planned["plan_id"], connection.host or "")
-                    validation = None
+            verdict = self._mirror(config, flow, store, planned)
+            until = started + flow.get("mirrorflow.mirror.repeat.seconds")
+            planned, verdict, cycles = self._repeat(config, flow, store, planned, verdict,
+                                                    until, context.get("params") or {})
         except PlanNotPendingError as exc:
             raise AirflowSkipException(str(exc)) from None
+        return {**verdict, "plan_id": planned["plan_id"], "resumed": planned["resumed"],
+                "cycles": cycles}
+
+    def _pending(self, store, planned: dict) -> dict:
+        """The plan to mirror: the ``plan`` task's; where an earlier attempt of this task
+        committed it in a cycle (``mirrorflow.mirror.repeat.seconds``) and planned again,
+        the pending plan of this run."""
+        from mirrorflow.source.plan_records import PlanNotPendingError
+
+        try:
+            store.require_pending(planned["plan_id"])
+            return planned
+        except PlanNotPendingError as exc:
+            pending = store.pending()
+            if exc.committed_by != self.run_id or pending is None \
+                    or pending.run_id != self.run_id:
+                raise
+        self.log.info("plan %s was committed by an earlier attempt; resuming this run's "
+                      "plan %s", planned["plan_id"], pending.plan_id)
+        return {"plan_id": pending.plan_id, "resumed": True, "ranges": len(pending.ranges)}
+
+    def _close_empty(self, config, flow, store, plan_id: str) -> None:
+        """Store the empty result of a plan with nothing to mirror, so the commit closes it."""
+        from mirrorflow.lease import FlowLease
+
+        with FlowLease(config, flow, self.run_id):
+            store.require_pending(plan_id)
+            store.save_empty_result(plan_id)
+
+    def _mirror(self, config, flow, store, planned: dict) -> dict:
+        """The Spark job on the plan, then its proof's verdict."""
+        from airflow.sdk import BaseHook
+
+        from mirrorflow.progress import Sink, WriteProgress
+
+        plan = store.load(planned["plan_id"])
+        # Records written, in the task's log every 10 s, read where the writers commit.
+        with WriteProgress(config, flow, plan, Sink(self.log)):
+            connection = BaseHook.get_connection(self.conn_id)
+            if connection.conn_type == "spark_connect":
+                validation = self._run_connected(config, flow, plan)
+            else:
+                self._submit(planned["plan_id"], connection.host or "")
+                validation = None
         return self._verdict(config, flow, store, planned, validation)
+
+    def _repeat(self, config, flow, store, planned: dict, verdict: dict, until: float,
+                params: dict) -> tuple[dict, dict, int]:
+        """Cycle after cycle until ``until`` (monotonic: ``mirrorflow.mirror.repeat.
+        seconds`` after the task started; :mod:`mirrorflow.repeat`): commit the proved
+        plan, plan what arrived since, mirror and prove it. The last plan, its verdict and
+        the run's cycles; an empty plan ends them (the commit task closes it)."""
+        from mirrorflow import repeat
+        from mirrorflow.lease import FlowLease
+        from mirrorflow.source.plan import plan_run
+
+        limits = plan_limits(params)
+        earlier = repeat.kept(flow.name, self.run_id)
+        while time.monotonic() < until:
+            with FlowLease(config, flow, self.run_id):
+                done = repeat.commit_cycle(config, flow, store.load(planned["plan_id"]),
+                                           self.run_id, planned["resumed"])
+                earlier = repeat.fold(earlier, done)
+                repeat.keep(flow.name, self.run_id, earlier)
+                plan, resumed = plan_run(config, flow, self.run_id, **limits)
+            planned = {"plan_id": plan.plan_id, "resumed": resumed, "ranges": len(plan.ranges)}
+            self.log.info("cycle %d: committed plan %s (%d records); plan %s: %d ranges",
+                          repeat.count(earlier), done["plan_id"], done["records"],
+                          plan.plan_id, len(plan.ranges))
+            if not plan.ranges:
+                self._close_empty(config, flow, store, plan.plan_id)
+                verdict = {"verified_records": 0, "verified_fraction": None}
+                break
+            verdict = self._mirror(config, flow, store, planned)
+        return planned, verdict, repeat.count(earlier) + 1
 
     def _verdict(self, config, flow, store, planned: dict, validation) -> dict:
         """Fail, without retries, when this run's completeness check failed, or (from

@@ -300,6 +300,12 @@ def render(summary: dict) -> str:
              + (f"  (verified {validation.get('verified_records', 0)} of "
                 f"{validation.get('planned_records', 0)} records, fraction setting "
                 f"{validation.get('fraction')})" if validation else "")]
+    cycles = summary.get("cycles") or []
+    if cycles:
+        lines.append(f"cycles: {len(cycles) + 1}; before this plan the run committed "
+                     + ", ".join(f"plan {c['plan_id']} ({c['records']} records, proof "
+                                 f"{c['proof']})" for c in cycles)
+                     + "; 'written' counts every cycle, 'planned' and 'verified' the last")
     if summary.get("failed"):
         lines.append("the run failed before its commit: nothing of it was committed; the "
                      "lag and heartbeat age below were measured after the failure")
