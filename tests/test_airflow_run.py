@@ -297,8 +297,9 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
     """``mirrorflow.mirror.repeat.seconds``: while records keep arriving, one DAG run's
     ``mirror`` commits its proved plan and plans, mirrors and proves again, until the run
     is that old; its commit task commits the last plan. Every record once and in order,
-    each plan committed by the run, the report and the metrics counting every cycle. The
-    next run, with nothing arriving, ends its cycles on an empty plan."""
+    each plan committed by the run, the report and the metrics counting every cycle, its
+    proof the last cycle's; heartbeats once a run, by its plan. The next run, with nothing
+    arriving, ends its cycles on an empty plan."""
     import json
 
     from mirrorflow.source.plan_records import PlanNotPendingError
@@ -308,7 +309,6 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
     create_topic(a, "orders", 2)
     produce(a, "orders", varied_records(100), 2)
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
-                       "emit.heartbeats.enabled = false\n"
                        "a->b.mirrorflow.mirror.repeat.seconds = 30\n")
     monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
     dag = flow_dag(path, monkeypatch)
@@ -337,25 +337,32 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
         with pytest.raises(PlanNotPendingError,
                            match=re.escape(f"already committed by run {run.run_id};")):
             store.require_pending(plan_id)
+    assert report["validation"]["plan_id"] == report["plan_id"]
+    assert Path(report["validation"]["data_docs"]).exists()
     ends = OffsetStore(load_config(path).cluster("b"), "a").positions()
-    assert report["records"] == sum(ends.values()) + 2  # positions: the last offsets
+    assert ends[("heartbeats", 0)] == 0  # the run's one heartbeat, emitted by its plan
+    assert report["records"] == sum(ends.values()) + 3  # positions: the last offsets
     assert {(p["topic"], p["partition"]): (p["planned_start"], p["records"])
             for p in report["partitions"]} == {
-        ("orders", p): (0, ends[("orders", p)] + 1) for p in range(2)}
+        **{("orders", p): (0, ends[("orders", p)] + 1) for p in range(2)},
+        ("heartbeats", 0): (0, 1)}
 
     produce(a, "orders", varied_records(50, produced[0]), 2)
     produced[0] += 50
     again = dag.test(logical_date=run.logical_date - timedelta(days=1))
     assert str(again.state) == "success", states(again)
     second = reports.read("a->b", again.run_id)
-    assert len(second["cycles"]) == 1 and second["records"] == produced[0] - report["records"]
+    assert len(second["cycles"]) == 1
+    assert second["records"] == produced[0] + 2 - report["records"]
     assert store.pending() is None  # its last plan, empty, was committed too
     assert OffsetStore(load_config(path).cluster("b"), "a").positions() == {
-        ("orders", p): produced[0] // 2 - 1 for p in range(2)}
+        **{("orders", p): produced[0] // 2 - 1 for p in range(2)}, ("heartbeats", 0): 1}
     for p in range(2):
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
+    assert read_partition(b, "a.heartbeats", 0) == read_partition(a, "heartbeats", 0)
     counters = json.loads((reports.flow_dir("a->b") / "metrics.json").read_text())["counters"]
-    assert sum(v for k, v in counters.items() if k.startswith("record_count{")) == produced[0]
+    assert sum(v for k, v in counters.items()
+               if k.startswith("record_count{")) == produced[0] + 2
 
 
 @pytest.mark.timeout(600)
