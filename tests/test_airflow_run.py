@@ -45,6 +45,15 @@ def states(run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 
+def run_beside(path: Path, monkeypatch: pytest.MonkeyPatch, fault) -> tuple:
+    """The flow's DAG run with ``fault`` in a thread beside it; the run and its mirror task."""
+    thread = threading.Thread(target=fault, daemon=True)
+    thread.start()
+    run = flow_dag(path, monkeypatch).test()
+    thread.join(5)
+    return run, next(ti for ti in run.get_task_instances() if ti.task_id == "mirror")
+
+
 PLANTED = "pl4nted-s3cret-0451"
 
 
@@ -247,12 +256,8 @@ def test_mirror_task_killed_then_retried_by_airflow(airflow_db, two_clusters, tm
                     return
             time.sleep(0.2)
 
-    killer = threading.Thread(target=kill_spark_once_records_land, daemon=True)
-    killer.start()
-    run = flow_dag(path, monkeypatch).test()
-    killer.join(5)
+    run, mirror = run_beside(path, monkeypatch, kill_spark_once_records_land)
     assert killed.is_set(), "the Spark job finished before it could be killed"
-    mirror = next(ti for ti in run.get_task_instances() if ti.task_id == "mirror")
     assert str(run.state) == "success", states(run)
     assert mirror.try_number >= 2
     for p in range(2):
@@ -400,13 +405,9 @@ def test_a_cycle_killed_after_an_earlier_one_committed_is_resumed_by_the_retry(
                 return
             time.sleep(0.1)
 
-    killer = threading.Thread(target=kill_the_second_cycle, daemon=True)
-    killer.start()
-    run = flow_dag(path, monkeypatch).test()
-    killer.join(5)
+    run, mirror = run_beside(path, monkeypatch, kill_the_second_cycle)
     assert killed.is_set(), "no second cycle's Spark job was killed"
     assert str(run.state) == "success", states(run)
-    mirror = next(ti for ti in run.get_task_instances() if ti.task_id == "mirror")
     assert mirror.try_number == 2
     report = reports.read("a->b", run.run_id)
     first = report["cycles"][0]

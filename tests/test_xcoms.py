@@ -56,7 +56,7 @@ def test_the_report_takes_a_failed_commit_tasks_kept_result_only_for_this_plan(
     """A commit task that failed after its commit kept the commit's result: the report
     takes it for the plan this run's ``plan`` task made, and not after the run was cleared
     and planned anew (the kept result is the earlier attempt's plan, committed then)."""
-    from mirrorflow.airflow.dags import committed_output
+    from mirrorflow.airflow.run_tasks import committed_output
 
     monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path))
     kept = asdict(RunResult("a->b", "run-1", "p1", False, records=5))
