@@ -73,6 +73,7 @@ MIRRORFLOW_DEFAULTS = {
     "mirrorflow.cluster.wait.seconds": 120,
     "mirrorflow.task.timeout.seconds": 600,
     "mirrorflow.mirror.timeout.seconds": 7200,
+    "mirrorflow.mirror.repeat.seconds": 0,
     "mirrorflow.lease.timeout.seconds": 30,
     "mirrorflow.lease.wait.seconds": 60,
     "mirrorflow.lease.run.timeout.seconds": 900,
