@@ -418,3 +418,22 @@ def test_a_cycle_killed_after_an_earlier_one_committed_is_resumed_by_the_retry(
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
     counters = json.loads((reports.flow_dir("a->b") / "metrics.json").read_text())["counters"]
     assert sum(v for k, v in counters.items() if k.startswith("record_count{")) == produced[0]
+
+
+def test_a_runs_plan_drops_the_cycles_an_earlier_execution_of_the_run_kept(
+        two_clusters, tmp_path, monkeypatch) -> None:
+    """A run cleared whole and run again starts with no kept cycles: the execution that
+    committed them reported and counted them; its ``plan`` drops them, so the new
+    execution's report cannot count them twice."""
+    from mirrorflow import repeat
+    from mirrorflow.airflow.run_tasks import plan
+
+    monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
+    create_topic(two_clusters["a"], "orders", 1)
+    produce(two_clusters["a"], "orders", varied_records(5), 1)
+    path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n")
+    repeat.keep("a->b", "run-1", {"plan_id": "p-0", "records": 7, "cycles": []})
+    planned = plan(str(path), "a->b", {}, "run-1")
+    assert repeat.kept("a->b", "run-1") is None
+    assert (planned["ranges"], planned["offsets"], planned["resumed"]) == (1, 5, False)

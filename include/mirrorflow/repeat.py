@@ -40,10 +40,16 @@ def commit_cycle(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str
 
 
 def keep(flow_name: str, run_id: str, earlier: dict | None) -> None:
-    """Keep the run's earlier cycles folded (None: this attempt has none yet, which
-    drops what an earlier attempt of the task kept: its cycles are committed and were
-    reported with it)."""
+    """Keep the run's earlier cycles folded (None: none)."""
     reports.write_part(flow_name, run_id, PART, earlier)
+
+
+def forget(flow_name: str, run_id: str) -> None:
+    """Drop the run's kept cycles as its ``plan`` starts: a run cleared whole and run again
+    begins with none, since the execution that committed them reported them (and counted
+    them in the metrics); a retry of ``mirror`` alone keeps them."""
+    if kept(flow_name, run_id) is not None:
+        keep(flow_name, run_id, None)
 
 
 def kept(flow_name: str, run_id: str) -> dict | None:

@@ -48,16 +48,19 @@ def plan(config_file: str, flow_name: str, params: dict, run_id: str) -> dict:
     """What the ``plan`` task does once its run owns the flow
     (:class:`mirrorflow.airflow.sensors.FlowClaimSensor`): write this run's heartbeats (as
     MM2's connectors of the pair and its reverse do, first, so that this run's mirror
-    carries them; ``heartbeat_ms`` is their timestamp), reset positions if asked
+    carries them; ``heartbeat_ms`` is their timestamp), forget the cycles an earlier
+    execution of this run kept (:func:`mirrorflow.repeat.forget`), reset positions if asked
     (confirmed), then plan or resume the pending plan. A dry run takes no lease and writes
     nothing: it logs the reset's positions and the plan that would follow, and skips the
     rest of the run."""
+    from mirrorflow import repeat
     from mirrorflow.heartbeat import heartbeats
 
     if params.get("dry_run"):
         config = load_config(config_file)
         _dry_run(config, config.flow(flow_name), params, run_id)
     with _leased(config_file, flow_name, run_id) as (config, flow):
+        repeat.forget(flow_name, run_id)
         beat = heartbeats.emit(config, flow) if heartbeats.emits(config, flow) else None
         return {**_plan(config, flow, params, run_id), "heartbeat_ms": beat}
 
