@@ -93,10 +93,11 @@ class MirrorJobOperator(BaseOperator):
         try:
             store.require_pending(planned["plan_id"])
             return planned
-        except PlanNotPendingError as exc:
+        except PlanNotPendingError:
+            # Only this run's tasks make plans of its id: its plan, and its cycles. (The
+            # first plan's commit mark may be pruned already: KEEP_PLANS.)
             pending = store.pending()
-            if exc.committed_by != self.run_id or pending is None \
-                    or pending.run_id != self.run_id:
+            if pending is None or pending.run_id != self.run_id:
                 raise
         self.log.info("plan %s was committed by an earlier attempt; resuming this run's "
                       "plan %s", planned["plan_id"], pending.plan_id)
