@@ -83,7 +83,8 @@ bench: install
 	$(BIN)/python bench/run_bench.py
 
 # mirrorflow as a service: Airflow standalone, 4 flows on 3 local clusters, load, a broker
-# outage (SOAK_MINUTES, SOAK_CONTINUOUS_MINUTES, SOAK_RATE; writes bench/soak.json).
+# outage (SOAK_MINUTES, SOAK_CONTINUOUS_MINUTES, SOAK_REPEAT_SECONDS, SOAK_RATE; writes
+# bench/soak.json).
 soak: install
 	$(BIN)/python bench/soak.py
 

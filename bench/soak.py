@@ -12,7 +12,8 @@ sessions, is reported on its own); in the middle the broker of cluster b (a targ
 flows, the source of two) is stopped for 60 s and started again. A ``read_committed``
 consumer per target records each record's end-to-end lag (its source timestamp to its first
 visibility). Then a second pass of ``SOAK_CONTINUOUS_MINUTES`` (default 10) with
-``mirrorflow.schedule = @continuous``.
+``mirrorflow.schedule = @continuous``, each run's ``mirror`` repeating its cycle for
+``SOAK_REPEAT_SECONDS`` (default 60; ``mirrorflow.mirror.repeat.seconds``).
 
 At the end every source partition is compared with its remote partition on every target
 (each record exactly once, in order) and ``bench/soak.json`` is written with a short table:
