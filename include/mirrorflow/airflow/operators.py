@@ -75,10 +75,12 @@ class MirrorJobOperator(BaseOperator):
                 self._close_empty(config, flow, store, planned["plan_id"])
                 raise AirflowSkipException(f"plan {planned['plan_id']} has nothing to "
                                            "mirror; no Spark job started")
-            verdict = self._mirror(config, flow, store, planned)
+            plan = store.load(planned["plan_id"])
+            verdict = self._mirror(config, flow, store, planned, plan)
             until = started + flow.get("mirrorflow.mirror.repeat.seconds")
-            planned, verdict, cycles = self._repeat(config, flow, store, planned, verdict,
-                                                    until, context.get("params") or {})
+            planned, verdict, cycles = self._repeat(config, flow, store, planned, plan,
+                                                    verdict, until,
+                                                    context.get("params") or {})
         except PlanNotPendingError as exc:
             raise AirflowSkipException(str(exc)) from None
         return {**verdict, "plan_id": planned["plan_id"], "resumed": planned["resumed"],
@@ -111,13 +113,13 @@ class MirrorJobOperator(BaseOperator):
             store.require_pending(plan_id)
             store.save_empty_result(plan_id)
 
-    def _mirror(self, config, flow, store, planned: dict) -> dict:
-        """The Spark job on the plan, then its proof's verdict."""
+    def _mirror(self, config, flow, store, planned: dict, plan) -> dict:
+        """The Spark job on the plan (``planned``'s :class:`~mirrorflow.source.plan_records.
+        Plan`), then its proof's verdict."""
         from airflow.sdk import BaseHook
 
         from mirrorflow.progress import Sink, WriteProgress
 
-        plan = store.load(planned["plan_id"])
         # Records written, in the task's log every 10 s, read where the writers commit.
         with WriteProgress(config, flow, plan, Sink(self.log)):
             connection = BaseHook.get_connection(self.conn_id)
@@ -128,8 +130,8 @@ class MirrorJobOperator(BaseOperator):
                 validation = None
         return self._verdict(config, flow, store, planned, validation)
 
-    def _repeat(self, config, flow, store, planned: dict, verdict: dict, until: float,
-                params: dict) -> tuple[dict, dict, int]:
+    def _repeat(self, config, flow, store, planned: dict, plan, verdict: dict,
+                until: float, params: dict) -> tuple[dict, dict, int]:
         """Cycle after cycle until ``until`` (monotonic: ``mirrorflow.mirror.repeat.
         seconds`` after the task started; :mod:`mirrorflow.repeat`): commit the proved
         plan, plan what arrived since, mirror and prove it. The last plan, its verdict and
@@ -142,8 +144,8 @@ class MirrorJobOperator(BaseOperator):
         earlier = repeat.kept(flow.name, self.run_id)
         while time.monotonic() < until:
             with FlowLease(config, flow, self.run_id):
-                done = repeat.commit_cycle(config, flow, store.load(planned["plan_id"]),
-                                           self.run_id, planned["resumed"])
+                done = repeat.commit_cycle(config, flow, plan, self.run_id,
+                                           planned["resumed"], verdict["verified_records"])
                 earlier = repeat.fold(earlier, done)
                 repeat.keep(flow.name, self.run_id, earlier)
                 plan, resumed = plan_run(config, flow, self.run_id, **limits)
@@ -155,7 +157,7 @@ class MirrorJobOperator(BaseOperator):
                 self._close_empty(config, flow, store, plan.plan_id)
                 verdict = {"verified_records": 0, "verified_fraction": None}
                 break
-            verdict = self._mirror(config, flow, store, planned)
+            verdict = self._mirror(config, flow, store, planned, plan)
         return planned, verdict, repeat.count(earlier) + 1
 
     def _verdict(self, config, flow, store, planned: dict, validation) -> dict:
