@@ -298,13 +298,14 @@ def test_a_task_failing_after_the_commit_fails_the_run(airflow_db, two_clusters,
 
 @pytest.mark.timeout(600)
 def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_all(
-        airflow_db, two_clusters, tmp_path, monkeypatch, warm_spark) -> None:
+        airflow_db, two_clusters, tmp_path, monkeypatch, capfd, warm_spark) -> None:
     """``mirrorflow.mirror.repeat.seconds``: while records keep arriving, one DAG run's
     ``mirror`` commits its proved plan and plans, mirrors and proves again, until the run
-    is that old; its commit task commits the last plan. Every record once and in order,
-    each plan committed by the run, the report and the metrics counting every cycle, its
-    proof the last cycle's; heartbeats once a run, by its plan. The next run, with nothing
-    arriving, ends its cycles on an empty plan."""
+    is that old; then it commits the last plan too, with the topic configs due, and skips
+    the commit task. Every record once and in order, each plan committed by the run, the
+    report and the metrics counting every cycle, its proof and Data Docs the last cycle's;
+    heartbeats once a run, by its plan. The next run, with nothing arriving, ends its
+    cycles on an empty plan, which its commit task commits."""
     import json
 
     from mirrorflow.source.plan_records import PlanNotPendingError
@@ -332,10 +333,16 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
         stop.set()
         producer.join(10)
     assert str(run.state) == "success", states(run)
+    assert (states(run)["mirror"], states(run)["commit_and_sync_offsets"]) == (
+        "success", "skipped")
     mirrored = next(ti for ti in run.get_task_instances() if ti.task_id == "mirror")
-    cycles = mirrored.xcom_pull(task_ids="mirror")["cycles"]
+    output = mirrored.xcom_pull(task_ids="mirror")
+    cycles = output["cycles"]
     report = reports.read("a->b", run.run_id)
     assert cycles >= 2 and len(report["cycles"]) == cycles - 1, report.get("cycles")
+    assert (output["plan_id"], output["verified_records"]) == (
+        report["plan_id"], report["validation"]["verified_records"])
+    assert report["metadata"]["synced"] == ["configs", "acls"]
     assert all(c["proof"] == "passed" and c["records"] > 0 for c in report["cycles"])
     store = PlanStore(load_config(path), load_config(path).flow("a->b"))
     # The store keeps the newest plans (KEEP_PLANS) and their commit marks.
@@ -345,6 +352,8 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
             store.require_pending(plan_id)
     assert report["validation"]["plan_id"] == report["plan_id"]
     assert Path(report["validation"]["data_docs"]).exists()
+    rendered = re.findall(r"rendering the Data Docs of plan (\S+) into", capfd.readouterr().out)
+    assert rendered == [report["plan_id"]]  # the last cycle's only: each would replace the last
     ends = OffsetStore(load_config(path).cluster("b"), "a").positions()
     assert ends[("heartbeats", 0)] == 0  # the run's one heartbeat, emitted by its plan
     assert report["records"] == sum(ends.values()) + 3  # positions: the last offsets
@@ -357,6 +366,7 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
     produced[0] += 50
     again = dag.test(logical_date=run.logical_date - timedelta(days=1))
     assert str(again.state) == "success", states(again)
+    assert states(again)["commit_and_sync_offsets"] == "success"
     second = reports.read("a->b", again.run_id)
     assert len(second["cycles"]) == 1
     assert second["records"] == produced[0] + 2 - report["records"]

@@ -1,7 +1,8 @@
 """A DAG run that repeats its cycle (``mirrorflow.mirror.repeat.seconds``): its ``mirror``
 task, once its plan is proved, commits it and plans, mirrors and proves what arrived since,
-again and again, until that many seconds after the task started; the run's
-``commit_and_sync_offsets`` commits the last plan, and its report covers every cycle.
+again and again, until that many seconds after the task started, then commits the last
+plan too and skips the run's ``commit_and_sync_offsets`` (which commits the last plan where
+an empty plan ended the cycles); the run's report covers every cycle.
 
 Why: a run's Airflow part (a scheduler round and a task process per task, the DAG parsed
 by each) costs about as much CPU as its mirroring, and under ``@continuous`` a record
@@ -10,8 +11,9 @@ the same plan, mirror, proof and commit that a run does, each commit only after 
 passed, each write fenced by the run's lease; a cycle that fails leaves its plan pending
 for the task's retry or the next run, as a failed run does.
 
-The cycles before the last are folded into one result (:func:`fold`), kept beside the
-run's report as the part :data:`PART`, which the commit task folds the last cycle into.
+The committed cycles are folded into one result (:func:`fold`), kept beside the run's
+report as the part :data:`PART`: the report's, where ``mirror`` committed every cycle; the
+commit task folds an empty last plan's commit into it.
 """
 
 from __future__ import annotations
@@ -22,14 +24,14 @@ from mirrorflow.quality import reports
 from mirrorflow.run import checkpoint_step, commit_step
 from mirrorflow.source.plan_records import Plan
 
-PART = "cycles"  # the folded result of a run's earlier cycles, in the run's report folder
+PART = "cycles"  # the folded result of a run's committed cycles, in its report folder
 SUMMED = ("records", "already_there", "bytes", "offset_syncs", "checkpoints")
 PARTITION_SUMMED = ("records", "bytes", "skipped", "write_seconds", "restamped")
 
 
 def commit_cycle(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str,
                  resumed: bool, verified_records: int) -> dict:
-    """Commit a proved plan of a cycle before the run's last (:func:`mirrorflow.run.
+    """Commit a cycle's proved plan (:func:`mirrorflow.run.
     commit_step`: only while pending, only with its passing proof) with its checkpoints
     and group offset sync, as the commit task does; the result, plain, with its proof in
     brief (the task's verdict: :func:`_cycle` reads it; the run's report takes the last

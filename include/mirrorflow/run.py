@@ -382,7 +382,9 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
                           f"{validation.verified_records:,} records verified")
         else:
             PlanStore(config, flow).save_empty_result(plan.plan_id)
-        try:  # the Data Docs are written meanwhile (Validation.wait_for_docs)
+        if validation is not None:
+            validation.start_docs()  # written meanwhile (Validation.wait_for_docs)
+        try:
             if validation is not None and not validation.success:
                 raise failed_proof(flow, plan, result, resumed, run_id, validation,
                                    time.monotonic() - started, metrics.health(config, flow))

@@ -27,7 +27,8 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from mirrorflow.airflow.run_tasks import COMMIT_TASK, commit_and_sync_offsets, plan, report
+from mirrorflow.airflow import COMMIT_TASK
+from mirrorflow.airflow.run_tasks import commit_and_sync_offsets, plan, report
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 

@@ -76,14 +76,22 @@ class MirrorJobOperator(BaseOperator):
                 raise AirflowSkipException(f"plan {planned['plan_id']} has nothing to "
                                            "mirror; no Spark job started")
             plan = store.load(planned["plan_id"])
-            verdict = self._mirror(config, flow, store, planned, plan)
-            until = started + flow.get("mirrorflow.mirror.repeat.seconds")
-            planned, verdict, cycles = self._repeat(config, flow, store, planned, plan,
-                                                    verdict, until,
-                                                    context.get("params") or {})
+            validation = self._mirror(config, flow, store, planned, plan)
+            window = flow.get("mirrorflow.mirror.repeat.seconds")
+            if not window:
+                validation.wait_for_docs()
+                return self._output(planned, validation, cycles=1)
+            return self._repeat(config, flow, store, planned, plan, validation,
+                                started + window, context)
         except PlanNotPendingError as exc:
             raise AirflowSkipException(str(exc)) from None
-        return {**verdict, "plan_id": planned["plan_id"], "resumed": planned["resumed"],
+
+    @staticmethod
+    def _output(planned: dict, validation, cycles: int) -> dict:
+        """The task's XCom: its last plan, that plan's proof in figures, the run's cycles."""
+        return {"verified_records": validation.verified_records,
+                "verified_fraction": validation.verified_fraction,
+                "plan_id": planned["plan_id"], "resumed": planned["resumed"],
                 "cycles": cycles}
 
     def _pending(self, store, planned: dict) -> dict:
@@ -113,9 +121,11 @@ class MirrorJobOperator(BaseOperator):
             store.require_pending(plan_id)
             store.save_empty_result(plan_id)
 
-    def _mirror(self, config, flow, store, planned: dict, plan) -> dict:
+    def _mirror(self, config, flow, store, planned: dict, plan):
         """The Spark job on the plan (``planned``'s :class:`~mirrorflow.source.plan_records.
-        Plan`), then its proof's verdict."""
+        Plan`), then its proof's verdict: the passing
+        :class:`~mirrorflow.quality.verdicts.Validation`, its Data Docs not yet rendered
+        (:meth:`~mirrorflow.quality.verdicts.Validation.wait_for_docs`)."""
         from airflow.sdk import BaseHook
 
         from mirrorflow.progress import Sink, WriteProgress
@@ -130,40 +140,64 @@ class MirrorJobOperator(BaseOperator):
                 validation = None
         return self._verdict(config, flow, store, planned, validation)
 
-    def _repeat(self, config, flow, store, planned: dict, plan, verdict: dict,
-                until: float, params: dict) -> tuple[dict, dict, int]:
+    def _repeat(self, config, flow, store, planned: dict, plan, validation, until: float,
+                context: Any) -> dict:
         """Cycle after cycle until ``until`` (monotonic: ``mirrorflow.mirror.repeat.
         seconds`` after the task started; :mod:`mirrorflow.repeat`): commit the proved
-        plan, plan what arrived since, mirror and prove it. The last plan, its verdict and
-        the run's cycles; an empty plan ends them (the commit task closes it)."""
+        plan, plan what arrived since, mirror and prove it. The window over, the last
+        proved plan is committed here too, with the topic configs and ACLs that are due,
+        and ``commit_and_sync_offsets`` is skipped: its task process and scheduler round
+        fall between a run's last plan and the next run's first, where they would add to
+        the lag of every record that arrived meanwhile. An empty plan ends the cycles
+        early; the commit task closes it. Only the run's last proved plan renders its
+        Data Docs (the run's report shows those): each cycle's would replace the one
+        before. The task's XCom where an empty plan ended the cycles; else it pushes it
+        and skips the commit task (raises)."""
+        from airflow.sdk.bases.xcom import BaseXCom
+        from airflow.sdk.exceptions import DownstreamTasksSkipped
+
         from mirrorflow import repeat
+        from mirrorflow.airflow import COMMIT_TASK
         from mirrorflow.lease import FlowLease
+        from mirrorflow.run import metadata_step
         from mirrorflow.source.plan import plan_run
 
-        limits = plan_limits(params)
+        limits = plan_limits(context.get("params") or {})
         earlier = repeat.kept(flow.name, self.run_id)
-        while time.monotonic() < until:
+        while True:
+            last = time.monotonic() >= until
+            if last:
+                validation.wait_for_docs()
             with FlowLease(config, flow, self.run_id):
                 done = repeat.commit_cycle(config, flow, plan, self.run_id,
-                                           planned["resumed"], verdict["verified_records"])
+                                           planned["resumed"], validation.verified_records)
+                if last:
+                    done["metadata"] = metadata_step(config, flow)
                 earlier = repeat.fold(earlier, done)
                 repeat.keep(flow.name, self.run_id, earlier)
-                plan, resumed = plan_run(config, flow, self.run_id, **limits)
-            planned = {"plan_id": plan.plan_id, "resumed": resumed, "ranges": len(plan.ranges)}
-            self.log.info("cycle %d: committed plan %s (%d records); plan %s: %d ranges",
-                          repeat.count(earlier), done["plan_id"], done["records"],
-                          plan.plan_id, len(plan.ranges))
+                if not last:
+                    plan, resumed = plan_run(config, flow, self.run_id, **limits)
+            self.log.info("cycle %d: committed plan %s (%d records)", repeat.count(earlier),
+                          done["plan_id"], done["records"])
+            if last:
+                context["ti"].xcom_push(BaseXCom.XCOM_RETURN_KEY, self._output(
+                    planned, validation, repeat.count(earlier)))
+                raise DownstreamTasksSkipped(tasks=[COMMIT_TASK])
+            last_proved, planned = validation, {"plan_id": plan.plan_id, "resumed": resumed,
+                                                "ranges": len(plan.ranges)}
+            self.log.info("plan %s: %d ranges", plan.plan_id, len(plan.ranges))
             if not plan.ranges:
+                last_proved.wait_for_docs()
                 self._close_empty(config, flow, store, plan.plan_id)
-                verdict = {"verified_records": 0, "verified_fraction": None}
-                break
-            verdict = self._mirror(config, flow, store, planned, plan)
-        return planned, verdict, repeat.count(earlier) + 1
+                return {"verified_records": 0, "verified_fraction": None,
+                        "plan_id": plan.plan_id, "resumed": resumed,
+                        "cycles": repeat.count(earlier) + 1}
+            validation = self._mirror(config, flow, store, planned, plan)
 
-    def _verdict(self, config, flow, store, planned: dict, validation) -> dict:
+    def _verdict(self, config, flow, store, planned: dict, validation):
         """Fail, without retries, when this run's completeness check failed, or (from
-        ``spark-submit``, whose job stored it with the plan) is not there; else its figures
-        (the task's XCom)."""
+        ``spark-submit``, whose job stored it with the plan) is not there; else the passing
+        validation."""
         from airflow.sdk.exceptions import AirflowFailException
 
         from mirrorflow.quality import metrics
@@ -185,8 +219,7 @@ class MirrorJobOperator(BaseOperator):
                                  planned["resumed"], self.run_id, validation,
                                  health=metrics.health(config, flow))
             raise AirflowFailException(str(error))
-        return {"verified_records": validation.verified_records,
-                "verified_fraction": validation.verified_fraction}
+        return validation
 
     def _run_connected(self, config, flow, plan):
         """The job's steps as a client of the connection's server; their validation."""
@@ -199,7 +232,6 @@ class MirrorJobOperator(BaseOperator):
         self.log.info("mirroring plan %s on the Spark Connect server %s", plan.plan_id, url)
         session = get_session(url, session_key=flow_session_key(config, flow))
         _, validation = run_steps(session, config, flow, plan, run_id=self.run_id)
-        validation.wait_for_docs()
         return validation
 
     def _submit(self, plan_id: str, master: str) -> None:

@@ -12,14 +12,13 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import NoReturn
 
+from mirrorflow.airflow import COMMIT_TASK
 from mirrorflow.airflow.xcoms import brief, handoff, received
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.plain import plain
 
 log = logging.getLogger(__name__)
-
-COMMIT_TASK = "commit_and_sync_offsets"
 
 
 @contextlib.contextmanager

@@ -345,7 +345,7 @@ def checkpoint_verdicts(config: MirrorConfig, flow: FlowConfig) -> list[Checkpoi
 def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
                   run_id: str) -> Validation:
     """Compare the plan's ranges and the flow's unverified regions on both clusters, run
-    the suites, start writing the Data Docs (:meth:`Validation.wait_for_docs`) and write
+    the suites, hold the Data Docs' rendering (:meth:`Validation.defer_docs`) and write
     the run's summary (the report step adds the commit's figures when the run goes on)."""
     started = time.monotonic()
     fraction = flow.get("mirrorflow.validate.fraction")
@@ -400,7 +400,7 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
     validation.expectations, context = run_suites(
         verdict_list, validation.checkpoints, validation.verified_records, records,
         suites, docs_dir, run_id)
-    validation.start_docs(functools.partial(build_docs, context, docs_dir, flow.name, run_id))
+    validation.defer_docs(functools.partial(build_docs, context, docs_dir, flow.name, run_id))
     validation.failures = [p for v in verdict_list for p in v.problems()]
     validation.failures += [p for c in validation.checkpoints if (p := c.problem())]
     validation.failures += chain_findings(plan, checks.chains)

@@ -4,6 +4,7 @@ written to the reports), each naming what it found in plain words."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,6 +12,8 @@ from dataclasses import dataclass, field
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.plain import plain
 from mirrorflow.quality import reports
+
+log = logging.getLogger(__name__)
 
 TopicPart = tuple[str, int]
 
@@ -143,19 +146,31 @@ class Validation:
     duration_s: float = 0.0
 
     def __post_init__(self) -> None:
-        self._docs: threading.Thread | None = None  # building the Data Docs (not stored)
+        # Rendering the Data Docs, and the thread doing it (neither stored).
+        self._build: Callable[[], None] | None = None
+        self._docs: threading.Thread | None = None
 
-    def start_docs(self, build: Callable[[], None]) -> None:
-        """Render the run's Data Docs in the background (``build``: the suites'
-        :func:`~mirrorflow.quality.suites.build_docs`), into the run's reports."""
+    def defer_docs(self, build: Callable[[], None]) -> None:
+        """Hold the rendering of the run's Data Docs (``build``: the suites'
+        :func:`~mirrorflow.quality.suites.build_docs`, into the run's reports) until
+        :meth:`start_docs` or :meth:`wait_for_docs`; a repeating ``mirror`` task renders
+        only its last cycle's, which the run's report shows
+        (:mod:`mirrorflow.airflow.operators`)."""
         self.data_docs = str(reports.run_dir(self.flow, self.run_id) / "index.html")
-        self._docs = threading.Thread(target=build, name=f"data docs {self.run_id}")
-        self._docs.start()
+        self._build = build
+
+    def start_docs(self) -> None:
+        """Render the Data Docs in the background, off the verdict's path, so a commit
+        need not wait for HTML."""
+        if self._build is not None and self._docs is None:
+            log.info("rendering the Data Docs of plan %s into %s", self.plan_id, self.data_docs)
+            self._docs = threading.Thread(target=self._build, name=f"data docs {self.run_id}")
+            self._docs.start()
 
     def wait_for_docs(self) -> None:
-        """Return once the run's Data Docs are written: :func:`validate_plan` renders them
-        in the background, off the verdict's path, so the commit need not wait for HTML;
-        whoever ends the run (or its process) waits here."""
+        """Return once the run's Data Docs are written (rendering them now if nothing
+        started it); whoever ends the run (or its process) waits here."""
+        self.start_docs()
         if self._docs is not None:
             self._docs.join()
 

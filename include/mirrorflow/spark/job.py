@@ -106,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = builder.getOrCreate()
     try:
         result, validation = run_steps(spark, config, flow, plan, args.steps, args.run_id)
+        if validation is not None:
+            validation.start_docs()  # beside the session's stop
     except (NoMirrorResultError, PlanNotPendingError) as exc:
         print(exc, file=sys.stderr)
         return 1
