@@ -8,8 +8,10 @@ metadata database file) against a warm Spark Connect server. A load generator wr
 sources' 20 topics of 4 partitions, for ``SOAK_MINUTES`` (default 30), from when every flow
 has finished three runs (a service already running, its runs on their slots, when the load
 comes; the first runs' own length, which creates the remote topics and the Spark Connect
-sessions, is reported on its own); in the middle the broker of cluster b (a target of two
-flows, the source of two) is stopped for 60 s and started again. A ``read_committed``
+sessions, is reported on its own) and the load has run for ``SOAK_WARMUP_MINUTES``
+(default 3: the fresh JVMs compile its paths; reported on its own too); in the middle the
+broker of cluster b (a target of two flows, the source of two) is stopped for 60 s and
+started again. A ``read_committed``
 consumer per target records each record's end-to-end lag (its source timestamp to its first
 visibility). Then a second pass of ``SOAK_CONTINUOUS_MINUTES`` (default 10) with
 ``mirrorflow.schedule = @continuous``, each run's ``mirror`` repeating its cycle for
@@ -23,18 +25,27 @@ runs, and the disk used by reports and Airflow's database.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
-import statistics
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 from process_cpu import ProcessCpu
+from soak_figures import (
+    SLOT_GRACE_S,
+    covered,
+    cycles_per_run,
+    du,
+    late_minutes,
+    overlapped,
+    percentile,
+    report_bytes,
+    started_late,
+    table,
+)
 from soak_traffic import (
     CATCH_UP_S,
     FLOWS,
@@ -64,10 +75,12 @@ FIRST_RUNS_TIMEOUT_S = 900
 # their own second of the minute (mirrorflow.schedule.spread.seconds).
 SETTLE_RUNS = 3
 SETTLE_S = 120
-# A run that started within this of its time (its logical date: the cron time plus the
-# flow's spread offset) is on its slot; a later one started late, after the flow's previous
-# run ended past that time (the runs' two states: docs/operations.md).
-SLOT_GRACE_S = 5.0
+# Minutes of load before the measured pass (SOAK_WARMUP_MINUTES): the JVMs of the brokers
+# and the Connect server, fresh, compile the load's paths in its first minutes (in a short
+# soak their compiler threads took about 80 CPU-s of the 2 cores' 360 in the first three,
+# and the runs then lasted 40-60 s against 13 s after); a service's are warm. The
+# warm-up's own figures are reported apart (warmup_*), and its records are compared too.
+WARMUP_MINUTES = 3.0
 # The @continuous pass's mirrorflow.mirror.repeat.seconds: each run's mirror task repeats
 # its cycle for this long (docs/operations.md), paying a run's Airflow part once a minute.
 REPEAT_S = int(os.environ.get("SOAK_REPEAT_SECONDS", "60"))
@@ -187,72 +200,8 @@ class Airflow(LocalAirflow):
         return found
 
 
-def covered(spans: list[tuple[datetime, datetime]]) -> float:
-    """Seconds covered by the union of the spans."""
-    total, reach = 0.0, None
-    for start, end in sorted(spans):
-        if reach is None or start > reach:
-            total += (end - start).total_seconds()
-            reach = end
-        elif end > reach:
-            total += (end - reach).total_seconds()
-            reach = end
-    return total
-
-
-def percentile(values, q: float) -> float | None:
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
-
-
-def started_late(run: dict) -> float | None:
-    """Seconds from a scheduled run's time (in its run id) to its start; None for others."""
-    if not run["run_id"].startswith("scheduled__"):
-        return None
-    due = datetime.fromisoformat(run["run_id"].removeprefix("scheduled__"))
-    return (db_time(run["start"]) - due).total_seconds()
-
-
-def late_minutes(runs: list[dict]) -> int:
-    """Minutes of the schedule in which at least one flow's run started late."""
-    return len({db_time(run["start"]).replace(second=0, microsecond=0) for run in runs
-                if (started_late(run) or 0.0) > SLOT_GRACE_S})
-
-
-def overlapped(runs: list[dict]) -> int:
-    count = 0
-    for dag_id in {r["dag_id"] for r in runs}:
-        spans = sorted((db_time(r["start"]), db_time(r["end"])) for r in runs
-                       if r["dag_id"] == dag_id and r["end"])
-        count += sum(1 for (_, end), (start, _) in itertools.pairwise(spans) if start < end)
-    return count
-
-
-def cycles_per_run(reports: Path, since: float) -> list[int]:
-    """Cycles of each run reported from ``since`` (mirrorflow.mirror.repeat.seconds)."""
-    return [len(json.loads(path.read_text()).get("cycles", [])) + 1
-            for path in reports.glob("*/*/summary.json") if path.stat().st_mtime >= since]
-
-
-def report_bytes(reports: Path, since: float, until: float) -> float | None:
-    """Bytes on disk per run report written between the two times."""
-    sizes = []
-    for run in reports.glob("*/*/summary.json"):
-        if since <= run.stat().st_mtime < until:
-            sizes.append(sum(p.stat().st_size for p in run.parent.rglob("*") if p.is_file()))
-    return round(statistics.mean(sizes)) if sizes else None
-
-
-def du(path: Path) -> int:
-    """Bytes of a file, or of the files under a directory."""
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
-
-
-def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) -> dict:
+def soak(state: Path, minutes: float, continuous_minutes: float, rate: float,
+         warmup_minutes: float) -> dict:
     for owned in ("local", "airflow", "reports"):  # an earlier soak's
         shutil.rmtree(state / owned, ignore_errors=True)
     state.mkdir(parents=True, exist_ok=True)
@@ -282,10 +231,12 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         for tail in tails.values():
             tail.start()
         loads = [Load(bootstraps[s], s, rate / len(SOURCES)) for s in SOURCES]
-        cpu.start()
-        started = time.time()
+        warm_start = time.time()
         for load in loads:
             load.start()
+        time.sleep(warmup_minutes * 60)  # see WARMUP_MINUTES
+        cpu.start()
+        started = time.time()
         time.sleep(minutes * 30)
         broker_b = next(b for b in brokers if b.alias == "b")
         outage = time.time()
@@ -298,7 +249,9 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         write_config(config_path, ports, connect_port, "none")
         airflow.drain()  # no run cut short by the restart
         airflow.stop()
-        # The runs under load: from the first that started after the load did.
+        # The runs under load: from the first that started after the warm-up.
+        warm_runs = [run for run in airflow.runs() if run["seconds"] is not None
+                     and warm_start <= db_time(run["start"]).timestamp() < started]
         cron_runs = [run for run in airflow.runs()
                      if db_time(run["start"]).timestamp() >= started]
         cron_tasks = airflow.task_seconds(started)
@@ -346,17 +299,19 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         airflow.stop()
         localcluster.down(config, state / "local")
 
-    def lags(since: float, until: float, produced_after: float = 0.0) -> list[float]:
+    def lags(since: float, until: float, produced_after: float,
+             produced_before: float = float("inf")) -> list[float]:
         return [lag for tail in tails.values()
                 for at, lag in zip(tail.arrived, tail.lags, strict=True)
-                if since <= at < until and at - lag >= produced_after]
+                if since <= at < until and produced_after <= at - lag < produced_before]
 
-    cron_lags = lags(started, cron_end)
+    cron_lags = lags(started, cron_end, started)
     around = (outage - OUTAGE_BEFORE_S, outage + OUTAGE_S + OUTAGE_AFTER_S)
     # Records produced away from the outage: before it, or after it and its aftermath.
     calm_lags = [lag for tail in tails.values()
                  for at, lag in zip(tail.arrived, tail.lags, strict=True)
-                 if started <= at < cron_end and not around[0] <= at - lag <= around[1]]
+                 if started <= at < cron_end and at - lag >= started
+                 and not around[0] <= at - lag <= around[1]]
     # The continuous pass begins with what the switch's pause let pile up: its lag is that
     # of the records produced once the pass has run for SETTLE_S.
     continuous_lags = lags(continuous_start, ended, continuous_start + SETTLE_S)
@@ -394,6 +349,10 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float) ->
         "runs_on_slot": len(on_slot), "runs_late": len(cron_done) - len(on_slot),
         "late_minutes": late_minutes(cron_done),
         "first_run_s": first_runs,
+        "warmup_minutes": warmup_minutes,
+        "warmup_lag_p99_s": percentile(lags(warm_start, cron_end, warm_start, started), 0.99),
+        "warmup_dag_run_p50_s": percentile([r["seconds"] for r in warm_runs], 0.5),
+        "warmup_dag_run_max_s": percentile([r["seconds"] for r in warm_runs], 1.0),
         "dag_run_queued_p50_s": percentile([r["queued_s"] for r in cron_done], 0.5),
         "dag_run_task_running_p50_s": percentile([r["running_s"] for r in cron_done], 0.5),
         "dag_run_no_task_running_p50_s": percentile([r["idle_s"] for r in cron_done], 0.5),
@@ -442,65 +401,13 @@ def _caught_up(config) -> bool:
     return True
 
 
-def table(result: dict) -> str:
-    rows = [("records produced (compared on every flow)", result["records_produced"]),
-            ("lost / duplicated / partitions out of order",
-             f"{result['records_lost']} / {result['records_duplicated']} / "
-             f"{result['partitions_out_of_order']}"),
-            ("lag p50 / p99 / max, 1-minute schedule (s)",
-             f"{result['lag_p50_s']} / {result['lag_p99_s']} / {result['lag_max_s']}"),
-            ("lag p50 / p99 of records produced away from the outage, 1-minute schedule (s)",
-             f"{result['lag_p50_outside_outage_s']} / {result['lag_p99_outside_outage_s']}"),
-            ("lag p50 / p99, @continuous (s)",
-             f"{result['continuous_lag_p50_s']} / {result['continuous_lag_p99_s']}"),
-            ("DAG run p50 / p99, @continuous (s)",
-             f"{result['continuous_dag_run_p50_s']} / {result['continuous_dag_run_p99_s']}"),
-            ("cycles a run p50, @continuous (repeat s)",
-             f"{result['continuous_cycles_per_run_p50']} ({result['continuous_repeat_s']})"),
-            ("DAG run p50 / p99 / max (s)",
-             f"{result['dag_run_p50_s']} / {result['dag_run_p99_s']} / {result['dag_run_max_s']}"),
-            ("DAG run p50 / p99 away from the outage (s)",
-             f"{result['dag_run_p50_outside_outage_s']} / "
-             f"{result['dag_run_p99_outside_outage_s']}"),
-            ("DAG run p50 / p99 of the runs on their slots (started within "
-             f"{SLOT_GRACE_S:.0f} s of their time) (s)",
-             f"{result['dag_run_on_slot_p50_s']} / {result['dag_run_on_slot_p99_s']}"),
-            ("runs on their slots / started late; minutes with a late run",
-             f"{result['runs_on_slot']} / {result['runs_late']}; {result['late_minutes']}"),
-            ("each flow's first run, before the load (s)",
-             ", ".join(f"{dag} {sec:.1f}" for dag, sec in result["first_run_s"].items())),
-            ("of a run (p50): tasks queued / tasks running (s, summed over tasks) / no task "
-             "running (the scheduler's gaps)",
-             f"{result['dag_run_queued_p50_s']} / {result['dag_run_task_running_p50_s']} / "
-             f"{result['dag_run_no_task_running_p50_s']}"),
-            ("task p50 (s), 1-minute schedule",
-             ", ".join(f"{task} {sec}" for task, sec in result["task_p50_s"].items())),
-            ("task p50 (s), @continuous",
-             ", ".join(f"{task} {sec}"
-                       for task, sec in result["continuous_task_p50_s"].items())),
-            ("runs / failed (outside the outage) / retried / overlapped",
-             f"{result['runs']} / {result['runs_failed']} ({result['runs_failed_outside_outage']})"
-             f" / {result['runs_retried']} / {result['runs_overlapped']}"),
-            ("report bytes per run, first / last 5 minutes",
-             f"{result['report_bytes_per_run_first']} / {result['report_bytes_per_run_last']}"),
-            ("Airflow database bytes, start / end",
-             f"{result['airflow_db_bytes_start']} / {result['airflow_db_bytes_end']}"),
-            *[(f"CPU seconds a{name} run, by process",
-               ", ".join(f"{kind} {seconds / max(1, result[runs]):.1f}"
-                         for kind, seconds in result[cpu].items()))
-              for name, cpu, runs in ((" 1-minute-schedule", "cpu_s_cron", "cron_runs"),
-                                      ("n @continuous", "cpu_s_continuous",
-                                       "continuous_runs_in_pass"))]]
-    return "\n".join(["| measure | figure |", "| --- | ---: |",
-                      *[f"| {name} | {value} |" for name, value in rows]])
-
-
 def main() -> int:
     minutes = float(os.environ.get("SOAK_MINUTES", "30"))
+    warmup = float(os.environ.get("SOAK_WARMUP_MINUTES", str(WARMUP_MINUTES)))
     continuous = float(os.environ.get("SOAK_CONTINUOUS_MINUTES", "10"))
     rate = float(os.environ.get("SOAK_RATE", "2000"))
     state = Path(os.environ.get("SOAK_DIR", ROOT / ".soak"))
-    result = soak(state, minutes, continuous, rate)
+    result = soak(state, minutes, continuous, rate, warmup)
     (ROOT / "bench" / "soak.json").write_text(json.dumps(result, indent=2) + "\n")
     print(table(result))
     return 0 if result["records_lost"] == result["records_duplicated"] == 0 else 1
