@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -298,7 +299,7 @@ def test_a_task_failing_after_the_commit_fails_the_run(airflow_db, two_clusters,
 
 @pytest.mark.timeout(600)
 def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_all(
-        airflow_db, two_clusters, tmp_path, monkeypatch, capfd, warm_spark) -> None:
+        airflow_db, two_clusters, tmp_path, monkeypatch, caplog, warm_spark) -> None:
     """``mirrorflow.mirror.repeat.seconds``: while records keep arriving, one DAG run's
     ``mirror`` commits its proved plan and plans, mirrors and proves again, until the run
     is that old; then it commits the last plan too, with the topic configs due, and skips
@@ -318,6 +319,7 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
                        "a->b.mirrorflow.mirror.repeat.seconds = 45\n")
     monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
     dag = flow_dag(path, monkeypatch)
+    caplog.set_level(logging.INFO, logger="mirrorflow.quality.verdicts")
     stop, produced = threading.Event(), [100]
 
     def keep_producing() -> None:  # 20 records every half second, while the run lasts
@@ -352,7 +354,8 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
             store.require_pending(plan_id)
     assert report["validation"]["plan_id"] == report["plan_id"]
     assert Path(report["validation"]["data_docs"]).exists()
-    rendered = re.findall(r"rendering the Data Docs of plan (\S+) into", capfd.readouterr().out)
+    rendered = [r.args[0] for r in caplog.records if r.name == "mirrorflow.quality.verdicts"
+                and r.msg.startswith("rendering the Data Docs")]
     assert rendered == [report["plan_id"]]  # the last cycle's only: each would replace the last
     ends = OffsetStore(load_config(path).cluster("b"), "a").positions()
     assert ends[("heartbeats", 0)] == 0  # the run's one heartbeat, emitted by its plan
