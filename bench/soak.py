@@ -75,11 +75,14 @@ FIRST_RUNS_TIMEOUT_S = 900
 # their own second of the minute (mirrorflow.schedule.spread.seconds).
 SETTLE_RUNS = 3
 SETTLE_S = 120
-# Minutes of load before the measured pass (SOAK_WARMUP_MINUTES): the JVMs of the brokers
-# and the Connect server, fresh, compile the load's paths in its first minutes (in a short
-# soak their compiler threads took about 80 CPU-s of the 2 cores' 360 in the first three,
-# and the runs then lasted 40-60 s against 13 s after); a service's are warm. The
-# warm-up's own figures are reported apart (warmup_*), and its records are compared too.
+# Minutes of load before the measured pass (SOAK_WARMUP_MINUTES). In the load's first
+# minutes the fresh JVMs of the brokers and the Connect server compile its paths (in a short
+# soak their compiler threads took about 80 CPU-s of the 2 cores' 360 in the first three),
+# and Spark's Kafka source creates a pooled consumer for each partition it reads the first
+# time (docs/operations.md): runs then lasted 40-60 s against 13 s after. A service's JVMs
+# are warm and its consumers pooled (for 15 minutes, so a trickle in every partition keeps
+# them). The warm-up's own figures are reported apart (warmup_*); its records are compared
+# too.
 WARMUP_MINUTES = 3.0
 # The @continuous pass's mirrorflow.mirror.repeat.seconds: each run's mirror task repeats
 # its cycle for this long (docs/operations.md), paying a run's Airflow part once a minute.
