@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import os
 import re
 import subprocess
@@ -171,6 +172,7 @@ def test_failed_completeness_check_fails_the_run_before_commit(airflow_db, two_c
     assert not failed["success"] and failed["failures"] == [
         "a.orders[0]: 1 records between offsets 0 and 51 were not written by a mirror flow "
         "(the first at offset 0)"]
+    assert Path(failed["data_docs"]).exists()  # the failed proof's, for the operator
 
 
 @pytest.mark.timeout(600)
@@ -299,7 +301,7 @@ def test_a_task_failing_after_the_commit_fails_the_run(airflow_db, two_clusters,
 
 @pytest.mark.timeout(600)
 def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_all(
-        airflow_db, two_clusters, tmp_path, monkeypatch, caplog, warm_spark) -> None:
+        airflow_db, two_clusters, tmp_path, monkeypatch, warm_spark) -> None:
     """``mirrorflow.mirror.repeat.seconds``: while records keep arriving, one DAG run's
     ``mirror`` commits its proved plan and plans, mirrors and proves again, until the run
     is that old; then it commits the last plan too, with the topic configs due, and skips
@@ -319,7 +321,13 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
                        "a->b.mirrorflow.mirror.repeat.seconds = 45\n")
     monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
     dag = flow_dag(path, monkeypatch)
-    caplog.set_level(logging.INFO, logger="mirrorflow.quality.verdicts")
+    # The Data Docs rendered, from the records of the logger that says so (a handler of its
+    # own: Airflow's task runner sets up the root logger's handlers for each task).
+    renders, verdicts = logging.handlers.BufferingHandler(10_000), logging.getLogger(
+        "mirrorflow.quality.verdicts")
+    verdicts.setLevel(logging.INFO)
+    monkeypatch.setattr(verdicts, "handlers", [*verdicts.handlers, renders])
+    monkeypatch.setattr(verdicts, "disabled", False)
     stop, produced = threading.Event(), [100]
 
     def keep_producing() -> None:  # 20 records every half second, while the run lasts
@@ -354,8 +362,7 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
             store.require_pending(plan_id)
     assert report["validation"]["plan_id"] == report["plan_id"]
     assert Path(report["validation"]["data_docs"]).exists()
-    rendered = [r.args[0] for r in caplog.records if r.name == "mirrorflow.quality.verdicts"
-                and r.msg.startswith("rendering the Data Docs")]
+    rendered = [r.args[0] for r in renders.buffer if r.msg.startswith("rendering the Data Docs")]
     assert rendered == [report["plan_id"]]  # the last cycle's only: each would replace the last
     ends = OffsetStore(load_config(path).cluster("b"), "a").positions()
     assert ends[("heartbeats", 0)] == 0  # the run's one heartbeat, emitted by its plan

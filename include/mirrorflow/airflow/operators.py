@@ -167,7 +167,7 @@ class MirrorJobOperator(BaseOperator):
         while True:
             last = time.monotonic() >= until
             if last:
-                validation.wait_for_docs()
+                validation.start_docs()  # rendered beside the commit
             with FlowLease(config, flow, self.run_id):
                 done = repeat.commit_cycle(config, flow, plan, self.run_id,
                                            planned["resumed"], validation.verified_records)
@@ -180,6 +180,7 @@ class MirrorJobOperator(BaseOperator):
             self.log.info("cycle %d: committed plan %s (%d records)", repeat.count(earlier),
                           done["plan_id"], done["records"])
             if last:
+                validation.wait_for_docs()
                 context["ti"].xcom_push(BaseXCom.XCOM_RETURN_KEY, self._output(
                     planned, validation, repeat.count(earlier)))
                 raise DownstreamTasksSkipped(tasks=[COMMIT_TASK])
@@ -214,6 +215,8 @@ class MirrorJobOperator(BaseOperator):
             validation = Validation.from_dict(stored)
         if not validation.success:
             from mirrorflow.run import failed_proof
+
+            validation.wait_for_docs()  # what the operator reads first about the failure
 
             error = failed_proof(flow, store.load(plan_id), store.result(plan_id),
                                  planned["resumed"], self.run_id, validation,
