@@ -184,11 +184,10 @@ class MirrorJobOperator(BaseOperator):
                 context["ti"].xcom_push(BaseXCom.XCOM_RETURN_KEY, self._output(
                     planned, validation, repeat.count(earlier)))
                 raise DownstreamTasksSkipped(tasks=[COMMIT_TASK])
-            last_proved, planned = validation, {"plan_id": plan.plan_id, "resumed": resumed,
-                                                "ranges": len(plan.ranges)}
+            planned = {"plan_id": plan.plan_id, "resumed": resumed, "ranges": len(plan.ranges)}
             self.log.info("plan %s: %d ranges", plan.plan_id, len(plan.ranges))
             if not plan.ranges:
-                last_proved.wait_for_docs()
+                validation.wait_for_docs()  # the last proved cycle's
                 self._close_empty(config, flow, store, plan.plan_id)
                 return {"verified_records": 0, "verified_fraction": None,
                         "plan_id": plan.plan_id, "resumed": resumed,
