@@ -21,7 +21,7 @@ from mirrorflow.airflow.sensors import check_clusters  # with the module: see it
 from mirrorflow.checkpoint.remote import latest_checkpoints
 from mirrorflow.config.loader import load_config
 from mirrorflow.dev.localcluster import start, stop
-from mirrorflow.kafka.watermarks import probe_watermarks
+from mirrorflow.kafka.watermarks import WatermarkError, probe_watermarks
 from mirrorflow.lease import FlowLease, LeaseHeldError
 from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle
@@ -348,3 +348,29 @@ def test_a_truncated_pending_plan_is_a_named_error_not_a_traceback(brokers,
     with pytest.raises(PlanError, match=r"plan 'p1' in mirrorflow-plans\.a\.internal on cluster "
                                         r"'b' is malformed .*reset the flow's positions"):
         plan_run(config, config.flow("a->b"), "r")
+
+
+def test_a_broker_that_stops_answering_fails_the_watermark_probe_by_name(
+        brokers, tmp_path: Path) -> None:
+    """A target broker that keeps its connections but answers nothing (SIGSTOP) fails a
+    watermark probe within its timeout with a one-line error naming the cluster and the
+    partitions, not a bare ``TimeoutError`` (a soak's ``report`` met one in b's outage)."""
+    bootstraps, kafka = brokers
+    create_topic(bootstraps["b"], "a.orders", 2)
+    path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true")
+    cluster = load_config(path).cluster("b")
+    assert set(probe_watermarks(cluster, [("a.orders", 0), ("a.orders", 1)])) == {
+        ("a.orders", 0), ("a.orders", 1)}
+    pid = kafka["b"].pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(WatermarkError) as failed:
+            probe_watermarks(cluster, [("a.orders", 0), ("a.orders", 1)], timeout=3.0)
+        waited = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert str(failed.value) == (
+        f"cluster 'b' ({bootstraps['b']}): no answer within 3 s listing the offsets of "
+        "a.orders[0] and 1 more")
+    assert 3.0 <= waited < 3.0 + 5.0

@@ -88,7 +88,10 @@ def produce(bootstrap: str, topic: str, records: list, partitions: int, **conf) 
 
 def produce_in_transactions(bootstrap: str, topic: str, records: list, partitions: int,
                             per_txn: int) -> None:
-    """Every committed transaction leaves a marker: the partition's offsets get gaps."""
+    """Every committed transaction leaves a marker: the partition's offsets get gaps.
+    Returns once every marker is written (:func:`settle`): a plan made next ends at the
+    last stable offset, which the last commit's markers move a moment after it returns
+    (a plan of the first transaction only made a test flaky)."""
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"gaps-{topic}"})
     producer.init_transactions(30)
     for start in range(0, len(records), per_txn):
@@ -98,6 +101,8 @@ def produce_in_transactions(bootstrap: str, topic: str, records: list, partition
             producer.produce(topic, value, key, partition=i % partitions, headers=headers,
                              timestamp=ts)
         producer.commit_transaction(30)
+    for partition in range(partitions):
+        settle(bootstrap, topic, partition, timeout=10.0)
 
 
 def settle(bootstrap: str, topic: str, partition: int, timeout: float = 3.0) -> None:

@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 TopicPart = tuple[str, int]
 METADATA_TIMEOUT_S = 5.0
+ANSWER_MARGIN_S = 5.0  # awaiting an answer beyond its request's timeout
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 
@@ -52,9 +53,9 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
     # an admin client with fresh metadata.
     epochs = (KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH,
               KafkaError._UNKNOWN_PARTITION, KafkaError._NOENT)
+    timed_out = (KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT)
     settling = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                 KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT,
-                 KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, *epochs)
+                 KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, *timed_out, *epochs)
 
     wanted = sorted(set(partitions))
     if not wanted:
@@ -69,30 +70,58 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
     # to each leader, not two (one per watermark), which counts on a remote cluster.
     pending: dict[str, list[TopicPart]] = {"low": list(wanted), "high": list(wanted)}
     while pending["low"] or pending["high"]:
+        # Each request may take what is left of the probe's time; its answers are awaited
+        # a moment longer, so that librdkafka's own timeout comes before the wait's. A
+        # request that timed out may answer its partitions with no error and offset -1001
+        # (OFFSET_INVALID; measured against a broker stopped with SIGSTOP): retried while
+        # time is left, as a timeout error is, and never taken for an offset.
+        left = max(deadline - time.monotonic(), 0.1)
         futures = {name: admin.list_offsets({TopicPartition(t, p): specs[name] for t, p in tps},
-                                            isolation_level=level, request_timeout=timeout)
+                                            isolation_level=level, request_timeout=left)
                    for name, tps in pending.items() if tps}
         pending, stale = {"low": [], "high": []}, False
         for name, answers in futures.items():
             for tp, future in answers.items():
                 try:
-                    found[name][(tp.topic, tp.partition)] = future.result(timeout).offset
+                    offset = future.result(left + ANSWER_MARGIN_S).offset
+                except TimeoutError:
+                    raise _no_answer(cluster, wanted, timeout) from None
                 except KafkaException as exc:
                     # Leadership settling (a new topic, a restarted broker) is retried.
                     if exc.args[0].code() in settling and time.monotonic() < deadline:
                         pending[name].append((tp.topic, tp.partition))
                         stale |= exc.args[0].code() in epochs
                         continue
+                    if exc.args[0].code() in timed_out:
+                        raise _no_answer(cluster, wanted, timeout) from None
                     raise WatermarkError(
                         f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}): cannot "
                         f"list the offsets of {tp.topic}[{tp.partition}]: "
                         f"{exc.args[0].str()}") from None
+                if offset >= 0:
+                    found[name][(tp.topic, tp.partition)] = offset
+                elif time.monotonic() < deadline:
+                    pending[name].append((tp.topic, tp.partition))
+                else:
+                    raise _no_answer(cluster, wanted, timeout)
         if stale:  # its metadata, not the broker, is behind
             admin = _with_metadata(clients.renewed_admin_client(cluster), timeout)
         if pending["low"] or pending["high"]:
             time.sleep(0.1)
     return {tp: Watermarks(found["low"][tp], max(found["high"][tp], found["low"][tp]))
             for tp in wanted}
+
+
+def _no_answer(cluster: ClusterConfig, wanted: list[TopicPart], timeout: float
+               ) -> WatermarkError:
+    """The error of a probe whose cluster did not answer in time, whether librdkafka's
+    request timed out or the wait for its answer did (a broker that keeps its connections
+    but answers nothing, as a stopped process does)."""
+    (topic, partition), more = wanted[0], len(wanted) - 1
+    others = f" and {more} more" if more else ""
+    return WatermarkError(
+        f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}): no answer within "
+        f"{timeout:g} s listing the offsets of {topic}[{partition}]{others}")
 
 
 def _with_metadata(admin, timeout: float):
