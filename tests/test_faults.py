@@ -374,3 +374,41 @@ def test_a_broker_that_stops_answering_fails_the_watermark_probe_by_name(
         f"cluster 'b' ({bootstraps['b']}): no answer within 3 s listing the offsets of "
         "a.orders[0] and 1 more")
     assert 3.0 <= waited < 3.0 + 5.0
+
+
+def test_a_source_that_stops_answering_fails_the_checkpoints_by_name(
+        brokers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listing consumer groups on a source that answers nothing returns no group and an
+    error: the checkpoint step fails naming the cluster, instead of checkpointing no
+    group in silence. An admin answer that does not come within its wait fails naming
+    the cluster and what was asked, not with a bare ``TimeoutError``."""
+    from confluent_kafka import TopicCollection
+
+    from mirrorflow.checkpoint import checkpoints
+    from mirrorflow.kafka import clients
+
+    bootstraps, kafka = brokers
+    create_topic(bootstraps["b"], "orders", 1)
+    commit(bootstraps["b"], "app", "orders", {0: 0})
+    path = config_file(tmp_path / "mm2.properties", bootstraps, "b->a.enabled = true")
+    config = load_config(path)
+    flow = config.flow("b->a")
+    assert checkpoints.select_groups(config, flow) == ["app"]
+    monkeypatch.setattr(checkpoints, "TIMEOUT_S", 2.0)  # librdkafka's 30 s in a test's time
+    b = config.cluster("b")
+    pid = kafka["b"].pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(clients.ClusterUnreachableError) as listing:
+            checkpoints.select_groups(config, flow)
+        asked = clients.admin_client(b).describe_topics(TopicCollection(["orders"]),
+                                                        request_timeout=60)["orders"]
+        with pytest.raises(clients.ClusterUnreachableError) as waited:
+            clients.answer(asked, b, "describing topic 'orders'", 0.5)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert str(listing.value) == (f"cluster 'b' ({bootstraps['b']}): cannot list its consumer "
+                                  "groups: Local: Timed out")
+    assert str(waited.value) == (f"cluster 'b' ({bootstraps['b']}): no answer within 5.5 s "
+                                 "describing topic 'orders'")
+    assert (listing.value.cause, waited.value.cause) == ("down", "down")

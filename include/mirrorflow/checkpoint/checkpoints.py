@@ -80,8 +80,17 @@ def select_groups(config: MirrorConfig, flow: FlowConfig) -> list[str]:
     """Source consumer groups the flow checkpoints (include minus exclude, whole names)."""
     include = compile_pattern_list(flow.get("groups"))
     exclude = compile_pattern_list(flow.get("groups.exclude"))
-    admin = clients.admin_client(config.cluster(flow.source))
-    listing = admin.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+    source = config.cluster(flow.source)
+    listing = clients.answer(
+        clients.admin_client(source).list_consumer_groups(request_timeout=TIMEOUT_S), source,
+        "listing its consumer groups", TIMEOUT_S)
+    if listing.errors:
+        # A broker that did not answer leaves its groups out of ``valid``: checkpointing
+        # what answered would pass over the rest in silence (MM2's listConsumerGroups()
+        # .all() fails too).
+        raise clients.ClusterUnreachableError(
+            f"cluster {source.alias!r} ({source.bootstrap_servers}): cannot list its "
+            f"consumer groups: {listing.errors[0].str()}", cause="down")
     names = {g.group_id for g in listing.valid}
     return sorted(g for g in names if include.fullmatch(g) and not exclude.fullmatch(g))
 
@@ -93,7 +102,8 @@ def committed_offsets(cluster, group: str) -> dict[tuple[str, int], tuple[int, s
     admin = clients.admin_client(cluster)
     futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                 request_timeout=TIMEOUT_S)
-    result = futures[group].result(TIMEOUT_S)
+    result = clients.answer(futures[group], cluster, f"reading the offsets of group {group!r}",
+                            TIMEOUT_S)
     return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "")
             for tp in result.topic_partitions if tp.offset >= 0}
 
@@ -141,7 +151,7 @@ def emit(config: MirrorConfig, flow: FlowConfig, checkpoints: list[Checkpoint]) 
     return len(checkpoints)
 
 
-def _why_active(admin, group: str) -> str | None:
+def _why_active(target, group: str) -> str | None:
     """Why a target group must be left alone, or None when it is idle.
 
     As MirrorCheckpointTask does, only EMPTY and DEAD groups (or unknown ones) are synced:
@@ -150,8 +160,9 @@ def _why_active(admin, group: str) -> str | None:
     from confluent_kafka import ConsumerGroupState
 
     try:
-        description = admin.describe_consumer_groups(
-            [group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+        description = clients.answer(clients.admin_client(target).describe_consumer_groups(
+            [group], request_timeout=TIMEOUT_S)[group], target, f"describing group {group!r}",
+            TIMEOUT_S)
     except Exception as exc:
         if "GROUP_ID_NOT_FOUND" in str(exc):
             return None
@@ -181,7 +192,7 @@ def sync_group_offsets(config: MirrorConfig, flow: FlowConfig) -> list[GroupSync
     for group, items in sorted(by_group.items()):
         outcome = GroupSync(group)
         outcomes.append(outcome)
-        active = _why_active(admin, group)
+        active = _why_active(target, group)
         if active:
             outcome.skipped_reason = (f"group {group!r} is active on cluster {flow.target!r} "
                                       f"({active}); its offsets are left alone")
@@ -197,8 +208,8 @@ def sync_group_offsets(config: MirrorConfig, flow: FlowConfig) -> list[GroupSync
             TopicPartition(c.topic, c.partition, c.downstream_offset, metadata=c.metadata)
             for c in forward])
         check_held()
-        admin.alter_consumer_group_offsets([request],
-                                           request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+        clients.answer(admin.alter_consumer_group_offsets([request], request_timeout=TIMEOUT_S)
+                       [group], target, f"committing the offsets of group {group!r}", TIMEOUT_S)
         outcome.synced = {f"{c.topic}[{c.partition}]": c.downstream_offset for c in forward}
     return outcomes
 

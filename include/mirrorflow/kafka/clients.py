@@ -293,6 +293,25 @@ class ClusterUnreachableError(MirrorflowError):
         self.cause = cause
 
 
+# How much longer than its request's own timeout an admin answer is awaited: librdkafka's
+# timeout, an error that names what failed, comes first.
+ANSWER_MARGIN_S = 5.0
+
+
+def answer(future: Any, cluster: ClusterConfig, asked: str, timeout: float) -> Any:
+    """The result of an admin request sent with the timeout ``timeout``, awaited
+    :data:`ANSWER_MARGIN_S` longer. A wait that runs out anyway (a broker that keeps its
+    connections and answers nothing, as a stopped process or a network dropping packets
+    does) is a :class:`ClusterUnreachableError` naming the cluster and what was
+    ``asked``, not a bare ``TimeoutError`` (which a soak's task met)."""
+    try:
+        return future.result(timeout + ANSWER_MARGIN_S)
+    except TimeoutError:
+        raise ClusterUnreachableError(
+            f"cluster {cluster.alias!r} ({cluster.bootstrap_servers}): no answer within "
+            f"{timeout + ANSWER_MARGIN_S:g} s {asked}", cause="down") from None
+
+
 def refuses_transactions(error) -> bool:
     """Whether a KafkaError says the cluster will not run this producer's transactions
     (no TransactionalId grant, no cluster grant, a broker without transactions)."""
@@ -334,10 +353,10 @@ def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,
     future = admin_client(cluster).create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
                   config=config or {})],
-        operation_timeout=timeout,
+        operation_timeout=timeout, request_timeout=timeout,
     )[topic]
     try:
-        future.result(timeout=timeout)
+        answer(future, cluster, f"creating topic {topic!r}", timeout)
     except KafkaException as exc:
         if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
@@ -363,7 +382,7 @@ def describe_topics(cluster: ClusterConfig, topics: list[str],
     out = {}
     for name, future in futures.items():
         try:
-            out[name] = future.result(timeout)
+            out[name] = answer(future, cluster, f"describing topic {name!r}", timeout)
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise ClusterUnreachableError(

@@ -22,7 +22,6 @@ log = logging.getLogger(__name__)
 
 TopicPart = tuple[str, int]
 METADATA_TIMEOUT_S = 5.0
-ANSWER_MARGIN_S = 5.0  # awaiting an answer beyond its request's timeout
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 
@@ -83,7 +82,7 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
         for name, answers in futures.items():
             for tp, future in answers.items():
                 try:
-                    offset = future.result(left + ANSWER_MARGIN_S).offset
+                    offset = future.result(left + clients.ANSWER_MARGIN_S).offset
                 except TimeoutError:
                     raise _no_answer(cluster, wanted, timeout) from None
                 except KafkaException as exc:

@@ -101,9 +101,10 @@ def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[st
     check_held()
     for request in clients.metadata_requests(
             new, lambda t: 1 + t.num_partitions + len(t.config or {})):
-        for name, future in admin.create_topics(request, operation_timeout=30).items():
+        for name, future in admin.create_topics(request, operation_timeout=30,
+                                                request_timeout=30).items():
             try:
-                future.result(timeout=30)
+                clients.answer(future, target, f"creating topic {name!r}", 30)
             except Exception as exc:
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):
                     raise PlanError(f"cannot create remote topic {name!r} on cluster "

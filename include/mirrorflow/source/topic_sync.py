@@ -164,18 +164,22 @@ def describe_configs(cluster: ClusterConfig, topics: Iterable[str]) -> dict[str,
     deadline = time.monotonic() + ADMIN_TIMEOUT_S
     out = {}
     while wanted:
-        futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in wanted])
+        futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in wanted],
+                                         request_timeout=ADMIN_TIMEOUT_S)
         unknown = []
         for resource, future in futures.items():
             try:
-                out[resource.name] = future.result(timeout=ADMIN_TIMEOUT_S)
-            except Exception as exc:
-                if (isinstance(exc, KafkaException) and time.monotonic() < deadline
+                out[resource.name] = clients.answer(
+                    future, cluster, f"describing the configs of topic {resource.name!r}",
+                    ADMIN_TIMEOUT_S)
+            except KafkaException as exc:
+                if (time.monotonic() < deadline
                         and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
                     unknown.append(resource.name)
                     continue
                 raise MetadataSyncError(f"cluster {cluster.alias!r}: cannot describe the "
-                                        f"configs of topic {resource.name!r}: {exc}") from None
+                                        f"configs of topic {resource.name!r}: "
+                                        f"{exc.args[0].str()}") from None
         wanted = unknown
         if wanted:
             time.sleep(0.2)
@@ -208,9 +212,11 @@ def alter_configs(cluster: ClusterConfig, changes: Mapping[str, Mapping[str, str
     if not resources:
         return
     admin = clients.admin_client(cluster)
-    for resource, future in admin.incremental_alter_configs(resources).items():
+    for resource, future in admin.incremental_alter_configs(
+            resources, request_timeout=ADMIN_TIMEOUT_S).items():
         try:
-            future.result(timeout=ADMIN_TIMEOUT_S)
+            clients.answer(future, cluster, f"altering the configs of topic {resource.name!r}",
+                           ADMIN_TIMEOUT_S)
         except KafkaException as exc:
             error = exc.args[0]
             hint = (" (the broker lacks IncrementalAlterConfigs, which MM2 needs too)"
@@ -233,10 +239,12 @@ def add_partitions(cluster: ClusterConfig, counts: Mapping[str, int],
     futures = {}
     for request in clients.metadata_requests(list(counts), lambda t: counts[t] - current[t]):
         futures.update(admin.create_partitions([NewPartitions(t, counts[t]) for t in request],
-                                               operation_timeout=ADMIN_TIMEOUT_S))
+                                               operation_timeout=ADMIN_TIMEOUT_S,
+                                               request_timeout=ADMIN_TIMEOUT_S))
     for topic, future in futures.items():
         try:
-            future.result(timeout=ADMIN_TIMEOUT_S)
+            clients.answer(future, cluster, f"adding partitions to topic {topic!r}",
+                           ADMIN_TIMEOUT_S)
         except KafkaException as exc:
             error = exc.args[0]
             if error.code() == KafkaError.INVALID_PARTITIONS:
@@ -266,8 +274,8 @@ def describe_topic_acls(cluster: ClusterConfig) -> list[TopicAcl] | None:
     wanted = AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.LITERAL, None, None,
                               AclOperation.ANY, AclPermissionType.ANY)
     try:
-        bindings = admin.describe_acls(wanted, request_timeout=ADMIN_TIMEOUT_S).result(
-            timeout=ADMIN_TIMEOUT_S)
+        bindings = clients.answer(admin.describe_acls(wanted, request_timeout=ADMIN_TIMEOUT_S),
+                                  cluster, "describing its topic ACLs", ADMIN_TIMEOUT_S)
     except KafkaException as exc:
         if exc.args[0].code() == KafkaError.SECURITY_DISABLED:
             return None
@@ -298,7 +306,8 @@ def create_acls(cluster: ClusterConfig, acls: list[TopicAcl]) -> None:
     for binding, future in admin.create_acls(list(bindings),
                                              request_timeout=ADMIN_TIMEOUT_S).items():
         try:
-            future.result(timeout=ADMIN_TIMEOUT_S)
+            clients.answer(future, cluster, f"creating the ACL '{bindings[binding]}'",
+                           ADMIN_TIMEOUT_S)
         except KafkaException as exc:
             raise MetadataSyncError(f"cluster {cluster.alias!r}: cannot create the ACL "
                                     f"'{bindings[binding]}': {exc.args[0].str()}") from None

@@ -320,8 +320,9 @@ class SlotTransactions:
 
         group = ledger.progress_group(self.tasks[0].source_alias)
         admin = clients.admin_client(self.target)
-        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, positions)],
-                                           request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+        clients.answer(admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, positions)], request_timeout=TIMEOUT_S)[group],
+            self.target, f"committing the positions to group {group!r}", TIMEOUT_S)
 
 
 def span_of(task: WriteTask, upstream, downstream) -> ledger.Span:
