@@ -43,6 +43,7 @@ from pathlib import Path
 import many_partitions  # beside this file: the script's own directory is on sys.path
 import psutil
 import schema_transfer
+from bench_figures import MIB, Measured, summarize
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from process_cpu import MachineCpu
@@ -56,7 +57,6 @@ from mirrorflow.run import RunResult, run_cycle
 from mirrorflow.spark.session import is_connect
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
-MIB = 1024 * 1024
 # Passes over the same volume per long-lived contender (MM2, the Connect server): the
 # first is the cold figure, the last the warm one. The JIT keeps compiling hot paths past
 # a first pass: a Connect server's second, third and fourth runs of 2,000,000 records took
@@ -376,7 +376,7 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if args.only_many or args.only_schemas:
         return only(args, many_figures if args.only_many else schema_figures)
-    n, parts, mb = args.records, args.partitions, args.records * args.size / 1e6
+    n, parts = args.records, args.partitions
     with tempfile.TemporaryDirectory() as tmp_dir, \
             running_clusters(["src", "dst"], Path(tmp_dir) / "brokers") as brokers:
         tmp = Path(tmp_dir)
@@ -425,103 +425,11 @@ def main() -> int:
         submit_s, submit_check_s, submit_small_s, *_ = mirrorflow_runs(
             tmp, brokers, "submit", "local[*]", submitted, args.size, parts)
 
-    # The best at-least-once setting against mirrorflow; exactly-once against exactly-once.
-    best = min(("shipped", "tuned"), key=lambda setting: mm2[setting]["warm"])
-    mm2_s = mm2[best]["warm"]
-    mm2_cold_s = min(mm2["shipped"]["cold"], mm2["tuned"]["cold"])
-    rows: list[tuple[str, float, int | None]] = [  # (measure, seconds, records)
-        ("consume only (ceiling)", consume_s, n), ("produce only (ceiling)", produce_s, n),
-        ("one-process loop (baseline)", loop_s, n),
-        *[(f"MM2 {setting}, {label}", mm2[setting][when], n if when != "first" else None)
-          for setting in MM2_SETTINGS for when, label in (
-              ("cold", "first topic"), ("warm", "warm"), ("first", "warm, to its first record"))],
-        ("mirrorflow, Spark Connect, first run", connect_cold_s, n),
-        ("mirrorflow, Spark Connect (warm)", connect_s, n),
-        ("  of which completeness check", connect_check_s, n),
-        (f"mirrorflow, Spark Connect, {parts} records", connect_small_s, None),
-        (f"mirrorflow, Spark Connect, {parts} records, a fresh process", process_s, None),
-        ("mirrorflow, spark-submit local[*]", submit_s, submitted),
-        ("  of which completeness check", submit_check_s, submitted),
-        (f"mirrorflow, spark-submit, {parts} records", submit_small_s, None),
-        (f"mirrorflow, Connect, {args.big_records} x 1 MiB", big_s, None)]
-    past_fixed = n / max(connect_s - connect_small_s, 1e-9)
-    # What each warm pass over the backlog cost the whole machine (brokers included), and
-    # how busy it kept the cores: a contender near 1.0 is CPU-bound, so its time can only
-    # fall with its CPU-seconds, and the CPU-seconds bound the ratios (docs/benchmark.md).
-    cpu = {"consume_ceiling": consume_cpu, "produce_ceiling": produce_cpu,
-           "baseline_loop": loop_cpu,
-           **{f"mm2_{setting}": mm2[setting]["cpu"] for setting in MM2_SETTINGS},
-           "mirrorflow_connect": connect_cpu}
-    # The same without either run's proof: the mirror's own pace, against the loop's.
-    mirror_past_fixed = n / max((connect_s - connect_check_s)
-                                - (connect_small_s - small_check_s), 1e-9)
-    figures = {
-        "cores": os.cpu_count(),
-        "records": n, "record_bytes": args.size, "partitions": parts,
-        "consume_ceiling_s": round(consume_s, 2), "produce_ceiling_s": round(produce_s, 2),
-        "baseline_loop_s": round(loop_s, 2),
-        "baseline_records_per_s": round(n / loop_s),
-        "baseline_mb_per_s": round(mb / loop_s, 1),
-        **{f"mm2_{setting}_{key}": round(mm2[setting][when], 2) for setting in MM2_SETTINGS
-           for key, when in (("s", "warm"), ("cold_s", "cold"), ("first_record_s", "first"))},
-        # the older keys: as shipped, and tuned (tasks.max = partitions and more)
-        "mm2_default_s": round(mm2["shipped"]["warm"], 2),
-        "mm2_tasks_s": round(mm2["tuned"]["warm"], 2),
-        "mm2_default_cold_s": round(mm2["shipped"]["cold"], 2),
-        "mm2_tasks_cold_s": round(mm2["tuned"]["cold"], 2),
-        "mm2_s": round(mm2_s, 2), "mm2_records_per_s": round(n / mm2_s),
-        "mm2_cold_s": round(mm2_cold_s, 2),
-        "mirrorflow_connect_s": round(connect_s, 2),
-        "mirrorflow_connect_cold_s": round(connect_cold_s, 2),
-        "mirrorflow_submit_s": round(submit_s, 2),
-        "mirrorflow_run_s": round(connect_s, 2),
-        "mirrorflow_records_per_s": round(n / connect_s),
-        "mirrorflow_mb_per_s": round(mb / connect_s, 1),
-        "mirrorflow_records_per_s_past_fixed_cost": round(past_fixed),
-        "mirrorflow_mirror_records_per_s_past_fixed_cost": round(mirror_past_fixed),
-        "validation_s": round(connect_check_s, 2),
-        "validation_share": round(connect_check_s / connect_s, 3),
-        "validation_s_per_million_records": round(connect_check_s * 1e6 / n, 2),
-        "submit_validation_s": round(submit_check_s, 2),
-        "mirror_without_validation_s": round(connect_s - connect_check_s, 2),
-        "fixed_cost_connect_s": round(connect_small_s, 2),
-        "fixed_cost_cli_process_s": round(process_s, 2),
-        "fixed_cost_submit_s": round(submit_small_s, 2),
-        "fixed_cost_with_spark_job_s": round(submit_small_s, 2),
-        "ratio_vs_mm2": round(mm2_s / connect_s, 2),
-        "ratio_vs_mm2_cold": round(mm2_cold_s / connect_cold_s, 2),
-        "ratio_vs_mm2_eos": round(mm2["eos"]["warm"] / connect_s, 2),
-        "ratio_vs_mm2_eos_cold": round(mm2["eos"]["cold"] / connect_cold_s, 2),
-        "ratio_vs_baseline": round(loop_s / connect_s, 2),
-        "ratio_vs_ceiling": round(max(consume_s, produce_s) / connect_s, 2),
-        "cpu_s": {name: round(c.seconds, 1) for name, c in cpu.items()},
-        "cpu_busy_share": {name: round(c.share, 2) for name, c in cpu.items()},
-        "ratio_vs_mm2_cpu": round(mm2[best]["cpu"].seconds / connect_cpu.seconds, 2),
-        "ratio_vs_mm2_eos_cpu": round(mm2["eos"]["cpu"].seconds / connect_cpu.seconds, 2),
-        "big_records": args.big_records, "big_record_bytes": MIB,
-        "big_partition_mib": round(args.big_records / 2),
-        "big_run_s": round(big_s, 2),
-        "big_peak_rss_mib": {"jvm": round(memory.jvm / MIB), "largest_python_worker":
-                             round(memory.python_worker / MIB),
-                             "spark_total": round(memory.total / MIB)},
-        **many,
-        **schemas,
-    }
-    print(f"{'measure':<42}{'seconds':>9}{'records/s':>11}{'MB/s':>8}")
-    for name, seconds, count in rows:
-        rate = (f"{count / seconds:>11.0f}{count * args.size / 1e6 / seconds:>8.1f}"
-                if count else "")
-        print(f"{name:<42}{seconds:>9.2f}{rate}")
-    print(f"peak RSS, 1 MiB records ({figures['big_partition_mib']} MiB per partition): "
-          + ", ".join(f"{k} {v} MiB" for k, v in figures["big_peak_rss_mib"].items()))
-    for key in ("ratio_vs_mm2", "ratio_vs_mm2_cold", "ratio_vs_mm2_eos",
-                "ratio_vs_mm2_eos_cold", "ratio_vs_baseline", "ratio_vs_ceiling",
-                "cpu_s", "cpu_busy_share", "ratio_vs_mm2_cpu", "ratio_vs_mm2_eos_cpu",
-                "validation_share", "fixed_cost_connect_s", "fixed_cost_cli_process_s",
-                "fixed_cost_submit_s",
-                "baseline_records_per_s", "mirrorflow_records_per_s_past_fixed_cost",
-                "mirrorflow_mirror_records_per_s_past_fixed_cost"):
-        print(f"{key}: {figures[key]}")
+    figures = summarize(Measured(
+        args, consume_s, produce_s, loop_s, consume_cpu, produce_cpu, loop_cpu, mm2,
+        connect_cold_s, connect_s, connect_check_s, connect_small_s, small_check_s, process_s,
+        connect_cpu, submitted, submit_s, submit_check_s, submit_small_s, big_s, memory,
+        many, schemas))
     print_figures({**many, **schemas})
     RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
