@@ -21,6 +21,8 @@ from mirrorflow.airflow.sensors import check_clusters  # with the module: see it
 from mirrorflow.checkpoint.remote import latest_checkpoints
 from mirrorflow.config.loader import load_config
 from mirrorflow.dev.localcluster import start, stop
+from mirrorflow.kafka.clients import ClusterUnreachableError
+from mirrorflow.kafka.reachability import check_reachable
 from mirrorflow.kafka.watermarks import WatermarkError, probe_watermarks
 from mirrorflow.lease import FlowLease, LeaseHeldError
 from mirrorflow.quality import reports
@@ -354,7 +356,9 @@ def test_a_broker_that_stops_answering_fails_the_watermark_probe_by_name(
         brokers, tmp_path: Path) -> None:
     """A target broker that keeps its connections but answers nothing (SIGSTOP) fails a
     watermark probe within its timeout with a one-line error naming the cluster and the
-    partitions, not a bare ``TimeoutError`` (a soak's ``report`` met one in b's outage)."""
+    partitions, not a bare ``TimeoutError`` (a soak's ``report`` met one in b's outage),
+    and the reachability check calls it down (a task's retry waits for it), not a
+    listener of another protocol."""
     bootstraps, kafka = brokers
     create_topic(bootstraps["b"], "a.orders", 2)
     path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true")
@@ -368,8 +372,14 @@ def test_a_broker_that_stops_answering_fails_the_watermark_probe_by_name(
         with pytest.raises(WatermarkError) as failed:
             probe_watermarks(cluster, [("a.orders", 0), ("a.orders", 1)], timeout=3.0)
         waited = time.monotonic() - started
+        # The kernel still takes its connections: the check must not call that a listener
+        # of another protocol (it did: "the broker closed it at the first request").
+        with pytest.raises(ClusterUnreachableError) as unreachable:
+            check_reachable(cluster, timeout=3.0)
     finally:
         os.kill(pid, signal.SIGCONT)
+    assert (str(unreachable.value), unreachable.value.cause) == (
+        f"cluster 'b' ({bootstraps['b']}) is not reachable: no broker answers there", "down")
     assert str(failed.value) == (
         f"cluster 'b' ({bootstraps['b']}): no answer within 3 s listing the offsets of "
         "a.orders[0] and 1 more")

@@ -90,13 +90,14 @@ def await_reachable(cluster: ClusterConfig, wait_s: float) -> None:
 def _protocol_mismatch(cluster: ClusterConfig, error, down: bool) -> str | None:
     """Why a broker that answered took no request: its listener speaks another protocol
     (PLAINTEXT to a TLS listener is dropped at its first request; TLS to a PLAINTEXT one
-    fails the handshake). None when nothing accepted a connection. ``down``: ``error``
+    fails the handshake). None when nothing took a connection or what took it answers
+    nothing (a broker down: stopped, or too busy). ``down``: ``error``
     says no broker answered (a connection failed, or none was made)."""
     from confluent_kafka import KafkaError
 
     if error.code() == KafkaError._SSL:
         text = error.str()
-    elif down and _accepts_connections(cluster):
+    elif down and _refuses_requests(cluster):
         text = "the broker closed it at the first request"
     else:
         return None
@@ -106,15 +107,32 @@ def _protocol_mismatch(cluster: ClusterConfig, error, down: bool) -> str | None:
             f"({protocol}) says; check it and the cluster's ssl.* settings")
 
 
-def _accepts_connections(cluster: ClusterConfig, timeout: float = 2.0) -> bool:
-    """Whether something listens at one of the cluster's bootstrap addresses."""
+def _refuses_requests(cluster: ClusterConfig, timeout: float = 2.0) -> bool:
+    """Whether something at one of the cluster's bootstrap addresses takes a connection
+    and then does not serve a Kafka request on it: it closes the connection at the
+    request (a listener of another protocol, a broker still starting) or answers it where
+    librdkafka could not go on (a handshake of another protocol). A process that holds the
+    connection and answers nothing within ``timeout`` (stopped, as by SIGSTOP, or too busy)
+    is not: that broker is down, though the kernel takes its connections."""
     import socket
+    import struct
 
+    client_id = b"mirrorflow-reachability"
+    # ApiVersions v0 (key 18), correlation id 1: every Kafka listener answers it first.
+    header = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
+    request = struct.pack(">i", len(header)) + header
     for address in cluster.bootstrap_servers.split(","):
         host, _, port = address.strip().rpartition(":")
         try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
+                sock.sendall(request)
+                sock.recv(1)  # bytes, or b"" when closed: either way not silent
                 return True
-        except (OSError, ValueError):
+        except TimeoutError:
+            continue  # silent: down
+        except (ConnectionError, OSError, ValueError) as exc:
+            if isinstance(exc, ConnectionError) and not isinstance(
+                    exc, ConnectionRefusedError):
+                return True  # reset at the request
             continue
     return False
