@@ -128,11 +128,10 @@ def _refuses_requests(cluster: ClusterConfig, timeout: float = 2.0) -> bool:
                 sock.sendall(request)
                 sock.recv(1)  # bytes, or b"" when closed: either way not silent
                 return True
-        except TimeoutError:
-            continue  # silent: down
-        except (ConnectionError, OSError, ValueError) as exc:
-            if isinstance(exc, ConnectionError) and not isinstance(
-                    exc, ConnectionRefusedError):
-                return True  # reset at the request
-            continue
+        except ConnectionRefusedError:
+            continue  # nothing listens
+        except ConnectionError:
+            return True  # reset at the request
+        except (OSError, ValueError):
+            continue  # silent within the timeout (a broker down), or no such address
     return False
