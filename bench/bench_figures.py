@@ -48,50 +48,43 @@ def summarize(m: Measured) -> dict:
     args, mm2, many, schemas = m.args, m.mm2, m.many, m.schemas
     n, parts = args.records, args.partitions
     mb = n * args.size / 1e6
-    consume_s, produce_s, loop_s = m.consume_s, m.produce_s, m.loop_s
-    consume_cpu, produce_cpu, loop_cpu = m.consume_cpu, m.produce_cpu, m.loop_cpu
-    connect_cold_s, connect_s, connect_check_s = m.connect_cold_s, m.connect_s, m.connect_check_s
-    connect_small_s, small_check_s, process_s = m.connect_small_s, m.small_check_s, m.process_s
-    connect_cpu, submitted, submit_s = m.connect_cpu, m.submitted, m.submit_s
-    submit_check_s, submit_small_s = m.submit_check_s, m.submit_small_s
-    big_s, memory = m.big_s, m.memory
     # The best at-least-once setting against mirrorflow; exactly-once against exactly-once.
     best = min(("shipped", "tuned"), key=lambda setting: mm2[setting]["warm"])
     mm2_s = mm2[best]["warm"]
     mm2_cold_s = min(mm2["shipped"]["cold"], mm2["tuned"]["cold"])
     rows: list[tuple[str, float, int | None]] = [  # (measure, seconds, records)
-        ("consume only (ceiling)", consume_s, n), ("produce only (ceiling)", produce_s, n),
-        ("one-process loop (baseline)", loop_s, n),
+        ("consume only (ceiling)", m.consume_s, n), ("produce only (ceiling)", m.produce_s, n),
+        ("one-process loop (baseline)", m.loop_s, n),
         *[(f"MM2 {setting}, {label}", mm2[setting][when], n if when != "first" else None)
           for setting in mm2 for when, label in (
               ("cold", "first topic"), ("warm", "warm"), ("first", "warm, to its first record"))],
-        ("mirrorflow, Spark Connect, first run", connect_cold_s, n),
-        ("mirrorflow, Spark Connect (warm)", connect_s, n),
-        ("  of which completeness check", connect_check_s, n),
-        (f"mirrorflow, Spark Connect, {parts} records", connect_small_s, None),
-        (f"mirrorflow, Spark Connect, {parts} records, a fresh process", process_s, None),
-        ("mirrorflow, spark-submit local[*]", submit_s, submitted),
-        ("  of which completeness check", submit_check_s, submitted),
-        (f"mirrorflow, spark-submit, {parts} records", submit_small_s, None),
-        (f"mirrorflow, Connect, {args.big_records} x 1 MiB", big_s, None)]
-    past_fixed = n / max(connect_s - connect_small_s, 1e-9)
+        ("mirrorflow, Spark Connect, first run", m.connect_cold_s, n),
+        ("mirrorflow, Spark Connect (warm)", m.connect_s, n),
+        ("  of which completeness check", m.connect_check_s, n),
+        (f"mirrorflow, Spark Connect, {parts} records", m.connect_small_s, None),
+        (f"mirrorflow, Spark Connect, {parts} records, a fresh process", m.process_s, None),
+        ("mirrorflow, spark-submit local[*]", m.submit_s, m.submitted),
+        ("  of which completeness check", m.submit_check_s, m.submitted),
+        (f"mirrorflow, spark-submit, {parts} records", m.submit_small_s, None),
+        (f"mirrorflow, Connect, {args.big_records} x 1 MiB", m.big_s, None)]
+    past_fixed = n / max(m.connect_s - m.connect_small_s, 1e-9)
     # What each warm pass over the backlog cost the whole machine (brokers included), and
     # how busy it kept the cores: a contender near 1.0 is CPU-bound, so its time can only
     # fall with its CPU-seconds, and the CPU-seconds bound the ratios (docs/benchmark.md).
-    cpu = {"consume_ceiling": consume_cpu, "produce_ceiling": produce_cpu,
-           "baseline_loop": loop_cpu,
+    cpu = {"consume_ceiling": m.consume_cpu, "produce_ceiling": m.produce_cpu,
+           "baseline_loop": m.loop_cpu,
            **{f"mm2_{setting}": mm2[setting]["cpu"] for setting in mm2},
-           "mirrorflow_connect": connect_cpu}
+           "mirrorflow_connect": m.connect_cpu}
     # The same without either run's proof: the mirror's own pace, against the loop's.
-    mirror_past_fixed = n / max((connect_s - connect_check_s)
-                                - (connect_small_s - small_check_s), 1e-9)
+    mirror_past_fixed = n / max((m.connect_s - m.connect_check_s)
+                                - (m.connect_small_s - m.small_check_s), 1e-9)
     figures = {
         "cores": os.cpu_count(),
         "records": n, "record_bytes": args.size, "partitions": parts,
-        "consume_ceiling_s": round(consume_s, 2), "produce_ceiling_s": round(produce_s, 2),
-        "baseline_loop_s": round(loop_s, 2),
-        "baseline_records_per_s": round(n / loop_s),
-        "baseline_mb_per_s": round(mb / loop_s, 1),
+        "consume_ceiling_s": round(m.consume_s, 2), "produce_ceiling_s": round(m.produce_s, 2),
+        "baseline_loop_s": round(m.loop_s, 2),
+        "baseline_records_per_s": round(n / m.loop_s),
+        "baseline_mb_per_s": round(mb / m.loop_s, 1),
         **{f"mm2_{setting}_{key}": round(mm2[setting][when], 2) for setting in mm2
            for key, when in (("s", "warm"), ("cold_s", "cold"), ("first_record_s", "first"))},
         # the older keys: as shipped, and tuned (tasks.max = partitions and more)
@@ -101,39 +94,39 @@ def summarize(m: Measured) -> dict:
         "mm2_tasks_cold_s": round(mm2["tuned"]["cold"], 2),
         "mm2_s": round(mm2_s, 2), "mm2_records_per_s": round(n / mm2_s),
         "mm2_cold_s": round(mm2_cold_s, 2),
-        "mirrorflow_connect_s": round(connect_s, 2),
-        "mirrorflow_connect_cold_s": round(connect_cold_s, 2),
-        "mirrorflow_submit_s": round(submit_s, 2),
-        "mirrorflow_run_s": round(connect_s, 2),
-        "mirrorflow_records_per_s": round(n / connect_s),
-        "mirrorflow_mb_per_s": round(mb / connect_s, 1),
+        "mirrorflow_connect_s": round(m.connect_s, 2),
+        "mirrorflow_connect_cold_s": round(m.connect_cold_s, 2),
+        "mirrorflow_submit_s": round(m.submit_s, 2),
+        "mirrorflow_run_s": round(m.connect_s, 2),
+        "mirrorflow_records_per_s": round(n / m.connect_s),
+        "mirrorflow_mb_per_s": round(mb / m.connect_s, 1),
         "mirrorflow_records_per_s_past_fixed_cost": round(past_fixed),
         "mirrorflow_mirror_records_per_s_past_fixed_cost": round(mirror_past_fixed),
-        "validation_s": round(connect_check_s, 2),
-        "validation_share": round(connect_check_s / connect_s, 3),
-        "validation_s_per_million_records": round(connect_check_s * 1e6 / n, 2),
-        "submit_validation_s": round(submit_check_s, 2),
-        "mirror_without_validation_s": round(connect_s - connect_check_s, 2),
-        "fixed_cost_connect_s": round(connect_small_s, 2),
-        "fixed_cost_cli_process_s": round(process_s, 2),
-        "fixed_cost_submit_s": round(submit_small_s, 2),
-        "fixed_cost_with_spark_job_s": round(submit_small_s, 2),
-        "ratio_vs_mm2": round(mm2_s / connect_s, 2),
-        "ratio_vs_mm2_cold": round(mm2_cold_s / connect_cold_s, 2),
-        "ratio_vs_mm2_eos": round(mm2["eos"]["warm"] / connect_s, 2),
-        "ratio_vs_mm2_eos_cold": round(mm2["eos"]["cold"] / connect_cold_s, 2),
-        "ratio_vs_baseline": round(loop_s / connect_s, 2),
-        "ratio_vs_ceiling": round(max(consume_s, produce_s) / connect_s, 2),
+        "validation_s": round(m.connect_check_s, 2),
+        "validation_share": round(m.connect_check_s / m.connect_s, 3),
+        "validation_s_per_million_records": round(m.connect_check_s * 1e6 / n, 2),
+        "submit_validation_s": round(m.submit_check_s, 2),
+        "mirror_without_validation_s": round(m.connect_s - m.connect_check_s, 2),
+        "fixed_cost_connect_s": round(m.connect_small_s, 2),
+        "fixed_cost_cli_process_s": round(m.process_s, 2),
+        "fixed_cost_submit_s": round(m.submit_small_s, 2),
+        "fixed_cost_with_spark_job_s": round(m.submit_small_s, 2),
+        "ratio_vs_mm2": round(mm2_s / m.connect_s, 2),
+        "ratio_vs_mm2_cold": round(mm2_cold_s / m.connect_cold_s, 2),
+        "ratio_vs_mm2_eos": round(mm2["eos"]["warm"] / m.connect_s, 2),
+        "ratio_vs_mm2_eos_cold": round(mm2["eos"]["cold"] / m.connect_cold_s, 2),
+        "ratio_vs_baseline": round(m.loop_s / m.connect_s, 2),
+        "ratio_vs_ceiling": round(max(m.consume_s, m.produce_s) / m.connect_s, 2),
         "cpu_s": {name: round(c.seconds, 1) for name, c in cpu.items()},
         "cpu_busy_share": {name: round(c.share, 2) for name, c in cpu.items()},
-        "ratio_vs_mm2_cpu": round(mm2[best]["cpu"].seconds / connect_cpu.seconds, 2),
-        "ratio_vs_mm2_eos_cpu": round(mm2["eos"]["cpu"].seconds / connect_cpu.seconds, 2),
+        "ratio_vs_mm2_cpu": round(mm2[best]["cpu"].seconds / m.connect_cpu.seconds, 2),
+        "ratio_vs_mm2_eos_cpu": round(mm2["eos"]["cpu"].seconds / m.connect_cpu.seconds, 2),
         "big_records": args.big_records, "big_record_bytes": MIB,
         "big_partition_mib": round(args.big_records / 2),
-        "big_run_s": round(big_s, 2),
-        "big_peak_rss_mib": {"jvm": round(memory.jvm / MIB), "largest_python_worker":
-                             round(memory.python_worker / MIB),
-                             "spark_total": round(memory.total / MIB)},
+        "big_run_s": round(m.big_s, 2),
+        "big_peak_rss_mib": {"jvm": round(m.memory.jvm / MIB), "largest_python_worker":
+                             round(m.memory.python_worker / MIB),
+                             "spark_total": round(m.memory.total / MIB)},
         **many,
         **schemas,
     }
