@@ -169,6 +169,39 @@ def test_a_plan_that_meets_a_target_restart_goes_on_once_it_answers(
                                 deadline_s=180)
 
 
+def test_a_plan_that_meets_a_broker_answering_nothing_goes_on_once_it_answers(
+        brokers, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The target broker is paused (SIGSTOP: the kernel still takes its connections) for
+    15 s as a run's plan begins: the check calls it down and asks every second, as for a
+    restart, and goes on once it answers; it called it a listener of another protocol and
+    gave up after its 10 s grace."""
+    bootstraps, kafka = brokers
+    path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true",
+                       "mirrorflow.cluster.wait.seconds = 60\n")
+    pid = kafka["b"].pid()
+    resumed: list[float] = []
+
+    def resume() -> None:
+        resumed.append(time.monotonic())
+        os.kill(pid, signal.SIGCONT)
+
+    os.kill(pid, signal.SIGSTOP)
+    timer = threading.Timer(15, resume)
+    timer.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="mirrorflow.kafka.reachability"):
+            check_clusters(str(path), "a->b")
+        answered = time.monotonic()
+    finally:
+        timer.join()
+        os.kill(pid, signal.SIGCONT)
+    assert resumed and answered > resumed[0]
+    logged = [r.getMessage() for r in caplog.records if r.name == "mirrorflow.kafka.reachability"]
+    assert logged == [
+        f"cluster 'b' ({bootstraps['b']}) is not reachable: no broker answers there; asking "
+        "every second for up to 60 s", "cluster 'b' answers again"]
+
+
 def test_source_unreachable_at_planning_names_the_cluster(brokers, tmp_path: Path) -> None:
     bootstraps, _ = brokers
     dead = {"a": "127.0.0.1:1", "b": bootstraps["b"]}
