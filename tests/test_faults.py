@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,30 @@ def _wait_for_group_coordinator(target, source_alias: str, log_file: Path,
         consumer.close()
 
 
+def _check_clusters_until_back(path: Path, caplog: pytest.LogCaptureFixture, after_s: float,
+                               bring_back: Callable[[], None]) -> list[str]:
+    """A run's check of a->b's clusters while b is away, ``bring_back`` called by another
+    thread ``after_s`` seconds in (always, even if the check fails): asserts the check
+    returned only after that, and returns what the reachability check logged."""
+    back: list[float] = []
+
+    def later() -> None:
+        time.sleep(after_s)
+        back.append(time.monotonic())
+        bring_back()
+
+    thread = threading.Thread(target=later)
+    thread.start()
+    try:
+        with caplog.at_level(logging.INFO, logger="mirrorflow.kafka.reachability"):
+            check_clusters(str(path), "a->b")
+        answered = time.monotonic()
+    finally:
+        thread.join()
+    assert back and answered > back[0]
+    return [r.getMessage() for r in caplog.records if r.name == "mirrorflow.kafka.reachability"]
+
+
 def test_a_plan_that_meets_a_target_restart_goes_on_once_it_answers(
         brokers, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The target broker stops as a run's plan begins and starts again 3 s later: the
@@ -144,23 +169,7 @@ def test_a_plan_that_meets_a_target_restart_goes_on_once_it_answers(
     path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true",
                        "mirrorflow.cluster.wait.seconds = 60\n")
     assert stop(kafka["b"])
-    restarted: list[float] = []
-
-    def restart() -> None:
-        time.sleep(3)
-        restarted.append(time.monotonic())
-        start(kafka["b"])  # same log dirs
-
-    thread = threading.Thread(target=restart)
-    thread.start()
-    try:
-        with caplog.at_level(logging.INFO, logger="mirrorflow.kafka.reachability"):
-            check_clusters(str(path), "a->b")
-        answered = time.monotonic()
-    finally:
-        thread.join()
-    assert restarted and answered > restarted[0]
-    logged = [r.getMessage() for r in caplog.records if r.name == "mirrorflow.kafka.reachability"]
+    logged = _check_clusters_until_back(path, caplog, 3, lambda: start(kafka["b"]))  # same dirs
     assert logged == [
         f"cluster 'b' ({bootstraps['b']}) is not reachable: no broker answers there; asking "
         "every second for up to 60 s", "cluster 'b' answers again"]
@@ -179,24 +188,8 @@ def test_a_plan_that_meets_a_broker_answering_nothing_goes_on_once_it_answers(
     path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true",
                        "mirrorflow.cluster.wait.seconds = 60\n")
     pid = kafka["b"].pid()
-    resumed: list[float] = []
-
-    def resume() -> None:
-        resumed.append(time.monotonic())
-        os.kill(pid, signal.SIGCONT)
-
     os.kill(pid, signal.SIGSTOP)
-    timer = threading.Timer(15, resume)
-    timer.start()
-    try:
-        with caplog.at_level(logging.INFO, logger="mirrorflow.kafka.reachability"):
-            check_clusters(str(path), "a->b")
-        answered = time.monotonic()
-    finally:
-        timer.join()
-        os.kill(pid, signal.SIGCONT)
-    assert resumed and answered > resumed[0]
-    logged = [r.getMessage() for r in caplog.records if r.name == "mirrorflow.kafka.reachability"]
+    logged = _check_clusters_until_back(path, caplog, 15, lambda: os.kill(pid, signal.SIGCONT))
     assert logged == [
         f"cluster 'b' ({bootstraps['b']}) is not reachable: no broker answers there; asking "
         "every second for up to 60 s", "cluster 'b' answers again"]
