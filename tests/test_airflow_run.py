@@ -89,17 +89,13 @@ def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, 
     """The full DAG, with secrets planted in the config (a literal one and one from the
     environment, both ignored by PLAINTEXT clients): after the run, no log line, report,
     metric, XCom, rendered template, Airflow database row or Kafka record holds them."""
-    from confluent_kafka import Consumer, TopicPartition
 
     monkeypatch.setenv("MIRRORFLOW_REPORTS_DIR", str(tmp_path / "reports"))
     monkeypatch.setenv("PLANTED_SECRET", PLANTED + "-env")
     a, b = two_clusters["a"], two_clusters["b"]
     create_topic(a, "orders", 2)
     produce(a, "orders", varied_records(600), 2)
-    consumer = Consumer({"bootstrap.servers": a, "group.id": "billing"})
-    consumer.commit(offsets=[TopicPartition("orders", 0, 120), TopicPartition("orders", 1, 7)],
-                    asynchronous=False)
-    consumer.close()
+    commit(a, "billing", "orders", {0: 120, 1: 7})
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
                        "sync.group.offsets.enabled = true\n"
                        "config.providers = env\nconfig.providers.env.class = "

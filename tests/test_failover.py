@@ -10,6 +10,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from helpers.kafka import (
+    commit,
+    commit_offsets,
     config_file,
     create_topic,
     produce,
@@ -41,8 +43,7 @@ def consume_and_commit(bootstrap: str, group: str, topic: str, partitions: int,
             continue
         seen[msg.partition()] += 1
         last[msg.partition()] = msg.offset()
-    consumer.commit(offsets=[TopicPartition(topic, p, o + 1) for p, o in last.items()],
-                    asynchronous=False)
+    commit_offsets(consumer, [TopicPartition(topic, p, o + 1) for p, o in last.items()])
     consumer.close()
 
 
@@ -66,10 +67,7 @@ def test_failover_resumes_exactly_where_the_group_stopped(spark, two_clusters: d
     while not busy.assignment() and time.monotonic() < deadline:
         busy.poll(0.5)
     assert busy.assignment(), "the target group must be active during the run"
-    ahead = Consumer({"bootstrap.servers": b, "group.id": "ahead"})
-    ahead.commit(offsets=[TopicPartition("a.orders", p, 10_000) for p in range(2)],
-                 asynchronous=False)
-    ahead.close()
+    commit(b, "ahead", "a.orders", {0: 10_000, 1: 10_000})
 
     path = config_file(tmp_path / "mm2.properties", two_clusters,
                        "a->b.enabled = true\nb->a.enabled = true",

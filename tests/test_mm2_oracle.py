@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from helpers.kafka import (
     QUICK_START,
+    commit_offsets,
     config_file,
     create_topic,
     open_transactions,
@@ -112,8 +113,7 @@ def fill_source(a: str) -> None:
         producer.flush(10)
         (producer.commit_transaction if commit else producer.abort_transaction)(30)
     group = Consumer({"bootstrap.servers": a, "group.id": "app"})
-    group.commit(offsets=[TopicPartition("orders", p, o) for p, o in GROUP_AT.items()],
-                 asynchronous=False)
+    commit_offsets(group, [TopicPartition("orders", p, o) for p, o in GROUP_AT.items()])
     group.close()
 
 
@@ -221,7 +221,7 @@ def test_mm2_and_mirrorflow_side_by_side_then_switch_both_ways(spark, three_clus
     mm2_end = len(records(a, "orders", 0))  # orders[0] as far as MM2 mirrored it
     produce(a, "orders", varied_records(100, ORDERS), 2)
     late = Consumer({"bootstrap.servers": a, "group.id": "late"})
-    late.commit(offsets=[TopicPartition("orders", 0, mm2_end + 20)], asynchronous=False)
+    commit_offsets(late, [TopicPartition("orders", 0, mm2_end + 20)])
     late.close()
     switched = run_cycle(path, "a->c", spark=spark)
     assert switched.validation["success"]

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from helpers.kafka import config_file, create_topic, produce, varied_records
+from helpers.kafka import commit, config_file, create_topic, produce, varied_records
 from mirrorflow.airflow.plugin import app
 from mirrorflow.config.loader import load_config
 from mirrorflow.quality import metrics, reports
@@ -74,7 +74,6 @@ def test_endpoint_after_a_real_run(spark, two_clusters, tmp_path, monkeypatch, c
     """A real run with its reports on a filesystem that is not the local disk (fsspec's
     in-memory one, what a URL such as s3://… gives), served by the plugin and read by
     ``mirrorflow report``."""
-    from confluent_kafka import Consumer, TopicPartition
     from upath import UPath
 
     from mirrorflow.cli import main
@@ -84,9 +83,7 @@ def test_endpoint_after_a_real_run(spark, two_clusters, tmp_path, monkeypatch, c
     a = two_clusters["a"]
     create_topic(a, "orders", 2)
     produce(a, "orders", varied_records(400), 2)
-    group = Consumer({"bootstrap.servers": a, "group.id": "billing"})
-    group.commit(offsets=[TopicPartition("orders", 0, 40)], asynchronous=False)
-    group.close()
+    commit(a, "billing", "orders", {0: 40})
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true\n",
                        "mirrorflow.max.records.per.partition = 150\n"
                        "mirrorflow.alert.max.lag.records = 10\n")

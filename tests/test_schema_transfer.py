@@ -17,7 +17,15 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from helpers.kafka import config_file, create_topic, produce, read_as_group, read_partition
+from helpers.kafka import (
+    commit,
+    commit_offsets,
+    config_file,
+    create_topic,
+    produce,
+    read_as_group,
+    read_partition,
+)
 from mirrorflow.checkpoint.remote import translate_offsets
 from mirrorflow.config.loader import load_config
 from mirrorflow.dev.schema_registry import LocalRegistry
@@ -83,9 +91,7 @@ def test_avro_records_move_between_registries_and_decode_after_failover(
     east, west = registries
     create_topic(a, "orders", 2)
     produce(a, "orders", avro_records(east, 0, 300), 2)
-    app = Consumer({"bootstrap.servers": a, "group.id": "app"})
-    app.commit(offsets=[TopicPartition("orders", p, 100) for p in range(2)], asynchronous=False)
-    app.close()
+    commit(a, "app", "orders", {0: 100, 1: 100})
     path = flow_config(tmp_path, two_clusters, east.url, west.url)
     result = run_cycle(path, "a->b", spark=spark)
     assert result.records == 300 + 1  # and the run's heartbeat, not transferred
@@ -130,8 +136,7 @@ def test_avro_records_move_between_registries_and_decode_after_failover(
     # target with west's registry, as the source's records decode with east's.
     offsets = translate_offsets(config.cluster("b"), "a", "app")
     moved = Consumer({"bootstrap.servers": b, "group.id": "app"})
-    moved.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                 asynchronous=False)
+    commit_offsets(moved, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
     moved.close()
     values = AvroDeserializer(dest)
     source_values = AvroDeserializer(SchemaRegistryClient({"url": east.url}))

@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from helpers.kafka import QUICK_START, varied_records
+from helpers.kafka import QUICK_START, commit_offsets, varied_records
 from mirrorflow.dev.localcluster import LocalBroker, free_port, start, stop
 from mirrorflow.kafka.clients import close_shared
 from mirrorflow.run import run_cycle
@@ -171,8 +171,7 @@ def test_mirror_over_sasl_ssl_with_exactly_the_documented_acls(secure, spark,
     assert producer.flush(30) == 0
     # alice's application processes half of each partition on the source.
     alice = Consumer({"bootstrap.servers": a, "group.id": "billing", **client(ca, "alice")})
-    alice.commit(offsets=[TopicPartition("orders", p, 50) for p in range(2)],
-                 asynchronous=False)
+    commit_offsets(alice, [TopicPartition("orders", p, 50) for p in range(2)])
     alice.close()
 
     mirror = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '

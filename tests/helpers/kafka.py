@@ -207,23 +207,28 @@ def topic_partitions(bootstrap: str, topic: str) -> int:
 
 
 def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """Commit ``group``'s offsets of ``topic`` (partition -> offset); retried while a fresh
-    broker's group coordinator is still loading (COORDINATOR_LOAD_IN_PROGRESS)."""
+    """Commit ``group``'s offsets of ``topic`` (partition -> offset)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    commit_offsets(consumer, [TopicPartition(topic, p, o) for p, o in offsets.items()])
+    consumer.close()
+
+
+def commit_offsets(consumer: Consumer, offsets: list[TopicPartition]) -> None:
+    """Commit these offsets with ``consumer``'s group, retried while a fresh broker's group
+    coordinator is still loading or not yet elected: librdkafka hands a synchronous
+    commit's COORDINATOR_LOAD_IN_PROGRESS back instead of retrying it."""
     import time
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    settling = (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE)
     deadline = time.monotonic() + 30
     while True:
         try:
-            consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
-                            asynchronous=False)
-            break
+            consumer.commit(offsets=offsets, asynchronous=False)
+            return
         except KafkaException as exc:
-            if (exc.args[0].code() != KafkaError.COORDINATOR_LOAD_IN_PROGRESS
-                    or time.monotonic() > deadline):
+            if exc.args[0].code() not in settling or time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
-    consumer.close()
 
 
 def config_file(path: Path, bootstraps: dict[str, str], flows: str, extra: str = "") -> Path:
