@@ -169,6 +169,19 @@ def test_unsecured_oauthbearer_and_kerberos_and_pem_keystores() -> None:
         "ssl.certificate.pem": "-----BEGIN"}
 
 
+def test_clients_keep_the_java_clients_reconnect_backoff_unless_the_file_sets_it() -> None:
+    """librdkafka backs a lost broker's reconnects off to 10 s, the Java client (MM2's) to
+    1 s: a run would find a restarted broker up to 10 s late. A setting in the file wins."""
+    config = parse_config(base("".join(f"b.{role}.reconnect.backoff.max.ms = 4000\n"
+                                       for role in ("admin", "consumer", "producer"))))
+    for role in ("admin", "consumer", "producer"):
+        a = clients.client_config(config.cluster("a"), role)
+        b = clients.client_config(config.cluster("b"), role)
+        assert (a["reconnect.backoff.ms"], a["reconnect.backoff.max.ms"]) == ("50", "1000")
+        assert (b["reconnect.backoff.ms"], b["reconnect.backoff.max.ms"]) == ("50", "4000")
+    assert "reconnect.backoff.max.ms" not in clients.librdkafka_config({"acks": "all"})
+
+
 def test_java_spellings_librdkafka_refuses_are_translated_or_dropped() -> None:
     """Settings a Java client takes and librdkafka refuses by name: an MM2 file with them
     builds every client."""

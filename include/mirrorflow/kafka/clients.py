@@ -181,11 +181,18 @@ def java_client_config(cluster: ClusterConfig, role: str) -> dict[str, str]:
     return resolved
 
 
+# The Java client's defaults where librdkafka's differ in what an MM2 user sees: a client
+# whose broker was down retries its connection every second at most, as MM2's do
+# (librdkafka's backoff grows to 10 s, so a run's clients would find a restarted broker up
+# to 10 s late). A setting in the file wins.
+_JAVA_DEFAULTS = {"reconnect.backoff.ms": "50", "reconnect.backoff.max.ms": "1000"}
+
+
 def client_config(cluster: ClusterConfig, role: str, **extra: Any) -> dict[str, Any]:
     """Full librdkafka config for a role on a cluster (extra settings win), secrets
-    resolved and Java names translated."""
-    config = librdkafka_config(java_client_config(cluster, role),
-                               f"cluster {cluster.alias!r}, {role} client")
+    resolved, Java names translated and the Java client's defaults kept."""
+    config = {**_JAVA_DEFAULTS, **librdkafka_config(java_client_config(cluster, role),
+                                                    f"cluster {cluster.alias!r}, {role} client")}
     config.update(extra)
     return config
 
