@@ -40,6 +40,7 @@ from mirrorflow.spark.job import (
     EXIT_VALIDATION_FAILED,
     RESULT_MARKER,
     VALIDATION_MARKER,
+    job_failure,
     run_steps,
 )
 from mirrorflow.spark.mirror import MirrorJobError
@@ -107,12 +108,16 @@ class RunResult:
         return json.dumps(plain(self), indent=2)
 
 
-def mirror_step(config_path: str, flow: FlowConfig, plan: Plan, master: str | None = None,
-                timeout: float | None = None, run_id: str | None = None,
-                ) -> tuple[dict, Validation | None]:
+def mirror_step(config: MirrorConfig, config_path: str, flow: FlowConfig, plan: Plan,
+                master: str | None = None, timeout: float | None = None,
+                run_id: str | None = None) -> tuple[dict, Validation | None]:
     """Run the Spark job (mirror, then validate, in one JVM) on the plan with
-    ``spark-submit``; return the stored result and the validation, which may have failed."""
+    ``spark-submit``; return the stored result and the validation, which may have failed.
+    A failed job raises its own error (:func:`job_failure`), naming its driver's log,
+    which is kept with the run's report."""
     master = master or flow.get("mirrorflow.spark.master")
+    run_id = run_id or plan.run_id
+    submitted_ms = int(time.time() * 1000)
     with driver_class_archive(master) as archive, \
             tempfile.TemporaryDirectory(prefix="mirrorflow-submit-") as work_dir:
         command = submit_command(config_path, flow.name, plan.plan_id, master, Path(work_dir),
@@ -125,10 +130,10 @@ def mirror_step(config_path: str, flow: FlowConfig, plan: Plan, master: str | No
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                               check=False, env=env)
         if proc.returncode not in (0, EXIT_VALIDATION_FAILED):
-            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            raise MirrorJobError(f"flow {flow.name}: the Spark job failed (exit "
-                                 f"{proc.returncode}); nothing was committed, the next run "
-                                 f"resumes plan {plan.plan_id}:\n{tail}")
+            output = proc.stdout + proc.stderr
+            path = reports.write_driver_log(flow.name, run_id, output)
+            raise job_failure(output, PlanStore(config, flow), plan.plan_id, run_id,
+                              submitted_ms, str(path))
     found: dict[str, str] = {}
     for line in proc.stdout.splitlines():
         for marker in (RESULT_MARKER, VALIDATION_MARKER):
@@ -372,8 +377,8 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
                 if spark is not None:
                     result, validation = run_steps(spark, config, flow, plan, run_id=run_id)
                 else:
-                    result, validation = mirror_step(str(config_path), flow, plan, master,
-                                                     run_id=run_id)
+                    result, validation = mirror_step(config, str(config_path), flow, plan,
+                                                     master, run_id=run_id)
             written, there = result_records(result)
             progress.note(f"written {written:,} records"
                           + (f" ({there:,} more already there)" if there else "")

@@ -136,7 +136,7 @@ class MirrorJobOperator(BaseOperator):
             if connection.conn_type == "spark_connect":
                 validation = self._run_connected(config, flow, plan)
             else:
-                self._submit(planned["plan_id"], connection.host or "")
+                self._submit(store, planned["plan_id"], connection.host or "")
                 validation = None
         return self._verdict(config, flow, store, planned, validation)
 
@@ -236,10 +236,12 @@ class MirrorJobOperator(BaseOperator):
         _, validation = run_steps(session, config, flow, plan, run_id=self.run_id)
         return validation
 
-    def _submit(self, plan_id: str, master: str) -> None:
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
+    def _submit(self, store, plan_id: str, master: str) -> None:
+        """``spark-submit`` of the job; a failed job raises its own error, naming its
+        driver's log, which is kept with the run's report (:func:`job_failure`)."""
+        from mirrorflow.airflow.hooks import JobSubmitHook
         from mirrorflow.quality import reports
+        from mirrorflow.spark.job import job_failure
         from mirrorflow.spark.session import connector_jars, package_zip
         from mirrorflow.spark.submit import (
             JOB_SCRIPT,
@@ -252,9 +254,10 @@ class MirrorJobOperator(BaseOperator):
         python = os.environ.get("PYSPARK_PYTHON", sys.executable)
         env = {"PYSPARK_PYTHON": python,  # the job writes its Data Docs where runs report
                reports.REPORTS_ENV: str(reports.reports_dir())}
+        submitted_ms = int(time.time() * 1000)
         with driver_class_archive(master) as archive, \
                 tempfile.TemporaryDirectory(prefix="mirrorflow-submit-") as work_dir:
-            self._hook = SparkSubmitHook(
+            self._hook = JobSubmitHook(
                 conn_id=self.conn_id,
                 conf={**submit_conf(archive), "spark.pyspark.python": python},
                 jars=",".join(connector_jars()), py_files=str(package_zip(Path(work_dir))),
@@ -262,8 +265,16 @@ class MirrorJobOperator(BaseOperator):
                 application_args=[*job_arguments(self.config_file, self.flow_name, plan_id,
                                                  run_id=self.run_id),
                                   "--no-fail-on-validation"])
-            with classic_environment():
-                self._hook.submit(str(JOB_SCRIPT))
+            try:
+                with classic_environment():
+                    self._hook.submit(str(JOB_SCRIPT))
+            except Exception:
+                if not self._hook.output:  # the job never ran: the hook's own error
+                    raise
+                output = "".join(self._hook.output)
+                path = reports.write_driver_log(self.flow_name, self.run_id, output)
+                raise job_failure(output, store, plan_id, self.run_id, submitted_ms,
+                                  str(path)) from None
 
     def on_kill(self) -> None:
         if self._hook is not None:

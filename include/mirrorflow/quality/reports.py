@@ -152,6 +152,18 @@ def write_part(flow_name: str, run_id: str, name: str, value) -> UPath:
     return path
 
 
+DRIVER_LOG = "spark-driver.log"
+
+
+def write_driver_log(flow_name: str, run_id: str, text: str) -> UPath:
+    """Keep a failed spark-submit job's whole output (its driver's log) in the run's
+    directory, beside its report: the error names this path."""
+    path = run_dir(flow_name, run_id) / DRIVER_LOG
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _replace(path, text)
+    return path
+
+
 def read_part(flow_name: str, run_id: str, name: str):
     """The run's part ``name``, or None where there is none."""
     try:

@@ -1,8 +1,8 @@
 """Plans and their results, stored on the target cluster in the compacted topic
 ``mirrorflow-plans.{source}.internal``: the pending mark, each plan, its result and
-validation, which run committed it, when metadata was last synced (and, written by the
-write tasks, a schema transfer's id mappings: :mod:`mirrorflow.schema.mapping`). Every
-write is fenced by the flow's lease."""
+validation, why its last attempt failed, which run committed it, when metadata was last
+synced (and, written by the write tasks, a schema transfer's id mappings:
+:mod:`mirrorflow.schema.mapping`). Every write is fenced by the flow's lease."""
 
 from __future__ import annotations
 
@@ -111,6 +111,25 @@ class PlanStore:
         text = self.topic.read().get(b"validation/" + plan_id.encode())
         return json.loads(text) if text is not None else None
 
+    def save_failure(self, plan_id: str, run_id: str, error: BaseException) -> None:
+        """Keep why an attempt of the plan failed (its error's type and one-line message),
+        where whoever started the attempt reads it (:meth:`failure`): a spark-submit job's
+        driver may run on another machine (a cluster's deploy mode), and its log is
+        pages of Spark's shutdown. Best effort: the failure itself is raised anyway."""
+        from mirrorflow.errors import one_line
+
+        record = {"run_id": run_id, "error": type(error).__name__, "message": one_line(error),
+                  "at_ms": int(time.time() * 1000)}
+        try:
+            self.topic.write([(b"failure/" + plan_id.encode(), json.dumps(record).encode())])
+        except Exception as exc:  # the failure being recorded matters more
+            log.warning("could not store the failure of plan %s: %s", plan_id, exc)
+
+    def failure(self, plan_id: str) -> dict | None:
+        """The last failure :meth:`save_failure` kept for the plan, or None."""
+        text = self.topic.read().get(b"failure/" + plan_id.encode())
+        return json.loads(text) if text is not None else None
+
     def last_synced(self, kind: str) -> int | None:
         """When metadata of ``kind`` (configs, acls) was last synced, epoch ms."""
         text = self.topic.read().get(b"synced/" + kind.encode())
@@ -142,4 +161,5 @@ class PlanStore:
                          + [(b"committed/" + plan.plan_id.encode(), done)]
                          + [(b"plan/" + i, None) for i in old]
                          + [(prefix + i, None) for i in old
-                            for prefix in (b"result/", b"validation/", b"committed/")])
+                            for prefix in (b"result/", b"validation/", b"committed/",
+                                           b"failure/")])

@@ -195,6 +195,41 @@ def source_topic_configs(config: MirrorConfig, flow: FlowConfig,
             for t, entries in described.items()}
 
 
+MESSAGE_LIMIT = "max.message.bytes"
+
+
+def message_limits(config: MirrorConfig, flow: FlowConfig, remote_of: Mapping[str, str]
+                   ) -> dict[str, int]:
+    """Each remote topic's ``max.message.bytes`` as the writer must keep to it now (per
+    remote topic of ``remote_of``: source topic -> remote topic).
+
+    Where a source topic takes larger records than its remote topic and config sync
+    would copy the setting (``sync.topic.configs.enabled``, not matched by
+    ``config.properties.exclude``, not a source default under ``use.defaults.from =
+    target``), the remote topic is raised to it first, as the flow's next config sync
+    would: a record the source took is not refused for a limit that sync lifts, and a
+    plan left pending by such a refusal goes on once the source is raised."""
+    target = config.cluster(flow.target)
+    current = describe_configs(target, sorted(set(remote_of.values())))
+    limits = {topic: int(entries[MESSAGE_LIMIT].value) for topic, entries in current.items()
+              if MESSAGE_LIMIT in entries and str(entries[MESSAGE_LIMIT].value).isdigit()}
+    if not flow.get("sync.topic.configs.enabled") or not remote_of:
+        return limits
+    raised: dict[str, dict[str, str | None]] = {}
+    for topic, entries in describe_configs(config.cluster(flow.source), sorted(remote_of)).items():
+        wanted = new_topic_configs(entries, flow.get("config.properties.exclude"),
+                                   flow.get("use.defaults.from")).get(MESSAGE_LIMIT)
+        remote = remote_of[topic]
+        if wanted is not None and wanted.isdigit() and int(wanted) > limits.get(remote, 0):
+            log.info("raising %s's max.message.bytes on cluster %r from %s to %s, as its "
+                     "source topic's (config sync)", remote, flow.target, limits.get(remote),
+                     wanted)
+            raised[remote] = {MESSAGE_LIMIT: wanted}
+            limits[remote] = int(wanted)
+    alter_configs(target, raised)
+    return limits
+
+
 def alter_configs(cluster: ClusterConfig, changes: Mapping[str, Mapping[str, str | None]]
                   ) -> None:
     """IncrementalAlterConfigs (SET or DELETE) per topic; errors name topic and cluster."""

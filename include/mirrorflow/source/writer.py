@@ -50,11 +50,13 @@ import logging
 import time
 from typing import Any
 
+import numpy as np
+
 from mirrorflow.config.model import ClusterConfig
 from mirrorflow.errors import DataLossError, MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.quality.digests import restamp
-from mirrorflow.source import ledger
+from mirrorflow.source import ledger, record_size
 from mirrorflow.source.plan_store import plans_topic
 from mirrorflow.source.transaction import (
     TIMEOUT_S,
@@ -69,6 +71,9 @@ from mirrorflow.source.write_task import RangeResult, WriteError, WriteTask, tra
 log = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024
+# librdkafka bounds a record at produce() by an estimate of its size above the exact one
+# (record_size.batch_size), which the per-record check already held to its topic's limit.
+MESSAGE_MARGIN = 1024
 TRANSACTION_TIMEOUT_MS = 120_000
 _PRODUCER_DEFAULTS = {
     "linger.ms": 20,
@@ -124,8 +129,15 @@ class SlotWriter(SlotTransactions):
                     **clients.client_config(self.target, "producer"), "enable.idempotence": True}
         limits = [t.max_message_bytes for t in self.tasks if t.max_message_bytes]
         if limits:
-            # The remote topics' limit on a record batch is the producer's on a message set.
-            settings["message.max.bytes"] = min(int(settings["message.max.bytes"]), *limits)
+            # The broker refuses a record batch past its topic's max.message.bytes.
+            # librdkafka closes a batch at min(batch.size, message.max.bytes) but always
+            # takes its first record: batches of several records stay within the smallest
+            # limit of the slot's topics, and a larger record goes alone, within its own
+            # topic's limit (checked per record: _check_sizes). message.max.bytes, also
+            # librdkafka's per-record bound, need only admit the largest limit.
+            settings["batch.size"] = min(int(settings["batch.size"]), *limits)
+            settings["message.max.bytes"] = min(int(settings["message.max.bytes"]),
+                                                max(limits) + MESSAGE_MARGIN)
         txn_id = transactional_id(task.flow, task.slot)
         self._delivery_timeout_s = min(TIMEOUT_S, int(settings.get(
             "delivery.timeout.ms", TIMEOUT_S * 1000)) / 1000)
@@ -175,7 +187,6 @@ class SlotWriter(SlotTransactions):
     def write_batch(self, batch) -> None:
         """Write the records of one Arrow batch (Spark's Kafka source schema; the ranges of
         the slot one after another) that are at or past each range's resume position."""
-        import numpy as np
         import pyarrow.compute as pc
 
         partitions = batch.column("partition").to_numpy()
@@ -230,8 +241,6 @@ class SlotWriter(SlotTransactions):
 
     # -- one range's records
     def _write_range(self, state: RangeState, batch) -> None:
-        import numpy as np
-
         state.seen = True
         offsets = batch.column("offset").to_numpy()
         first = int(np.searchsorted(offsets, state.next))
@@ -296,6 +305,7 @@ class SlotWriter(SlotTransactions):
         careful = self.careful
         n = batch.num_rows
         upstream = batch.column("offset").to_numpy()
+        self._check_sizes(state, batch, upstream)
         piece = Slice(batch, upstream, careful, _payload_bytes(batch))
         keys = batch.column("key").to_pylist()
         values = batch.column("value").to_pylist()
@@ -328,21 +338,40 @@ class SlotWriter(SlotTransactions):
                         raise abortable from None
                     raise WriteError(f"cannot write {state.task.topic}[{partition}] offset "
                                      f"{upstream[i]} to {topic}: {exc.args[0].str()}"
-                                     f"{self._size_hint(state, exc.args[0])}") from None
+                                     f"{self._size_hint(exc.args[0])}") from None
         state.txn.append(piece)
         self._txn_records += n
         self._txn_bytes += piece.bytes
 
-    @staticmethod
-    def _size_hint(state: RangeState, error) -> str:
+    def _check_sizes(self, state: RangeState, batch, upstream) -> None:
+        """Fail, before any of it is produced, on a record that its remote topic would
+        refuse (:mod:`record_size`), naming its offset, its size and the limit."""
+        limit = state.task.max_message_bytes
+        if not limit:
+            return
+        for i in np.flatnonzero(record_size.upper_bounds(batch) > limit).tolist():
+            headers = None if self.drop_headers else _header_lists(
+                batch.column("headers").slice(i, 1))
+            size = record_size.batch_size(batch.column("key")[i].as_py(),
+                                          batch.column("value")[i].as_py(),
+                                          headers[0] if headers else None)
+            if size > limit:
+                task = state.task
+                raise WriteError(
+                    f"cannot write {task.topic}[{task.partition}] offset {upstream[i]} to "
+                    f"{task.remote_topic}: the record is {size} bytes as a record batch, "
+                    f"larger than {task.remote_topic}'s max.message.bytes = {limit} on "
+                    f"cluster {self.target.alias!r}; raise it there (config sync copies the "
+                    f"source topic's), then rerun")
+
+    def _size_hint(self, error) -> str:
         from confluent_kafka import KafkaError
 
         if error.code() != KafkaError.MSG_SIZE_TOO_LARGE:
             return ""
-        limit, remote = state.task.max_message_bytes, state.task.remote_topic
-        return (f" (the record is larger than {remote}'s max.message.bytes = "
-                f"{limit} on the target; raise it there, then rerun)" if limit else
-                " (raise the target producer's message.max.bytes, then rerun)")
+        return (f" (the producer's message.max.bytes on cluster {self.target.alias!r} is "
+                f"below the record: raise {self.target.alias}.producer.max.request.size, then "
+                f"rerun)")
 
 
 def _payload_bytes(batch) -> int:

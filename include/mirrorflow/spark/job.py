@@ -7,7 +7,9 @@ of ``spark_jobs/mirror_batch.py`` (:func:`main`; clusters: standalone, YARN, Kub
 the validation are stored with the plan and, from ``spark-submit``, printed on lines
 prefixed ``MIRRORFLOW_RESULT`` and ``MIRRORFLOW_VALIDATION``. A failed validation exits
 with status 2, or 0 with ``--no-fail-on-validation`` (the DAG's ``mirror`` task then
-fails on the stored verdict).
+fails on the stored verdict). Any other failure exits with status 1 after a line prefixed
+``MIRRORFLOW_ERROR`` (its type and one-line message, also stored with the plan), which
+:func:`job_failure` turns back into the error on the submitting side.
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import FlowConfig, MirrorConfig
-from mirrorflow.errors import MirrorflowError
+from mirrorflow.errors import MirrorflowError, error_named, one_line
 from mirrorflow.lease import FlowLease
-from mirrorflow.source.plan_records import Plan, PlanNotPendingError
+from mirrorflow.source.plan_records import Plan
 from mirrorflow.source.plan_store import PlanStore
 
 if TYPE_CHECKING:
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 
 RESULT_MARKER = "MIRRORFLOW_RESULT "
 VALIDATION_MARKER = "MIRRORFLOW_VALIDATION "
+ERROR_MARKER = "MIRRORFLOW_ERROR "
 EXIT_VALIDATION_FAILED = 2
 STEPS = ("mirror", "validate")
 
@@ -57,17 +61,21 @@ def run_steps(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan,
         # A cleared or re-run task of an older run finds its plan committed or superseded:
         # PlanNotPendingError, before a record moves (it would be written twice).
         store.require_pending(plan.plan_id)
-        if "mirror" in steps:
-            result = mirror(spark, config, flow, plan)
-            store.save_result(plan.plan_id, result)
-        else:
-            result = store.result(plan.plan_id)
-        if "validate" not in steps:
-            return result, None
-        if result is None:
-            raise NoMirrorResultError(f"plan {plan.plan_id} of flow {flow.name} has no "
-                                      "mirror result: run the mirror step first")
-        validation = validate_plan(spark, config, flow, plan, result, run_id)
+        try:
+            if "mirror" in steps:
+                result = mirror(spark, config, flow, plan)
+                store.save_result(plan.plan_id, result)
+            else:
+                result = store.result(plan.plan_id)
+            if "validate" not in steps:
+                return result, None
+            if result is None:
+                raise NoMirrorResultError(f"plan {plan.plan_id} of flow {flow.name} has no "
+                                          "mirror result: run the mirror step first")
+            validation = validate_plan(spark, config, flow, plan, result, run_id)
+        except Exception as exc:
+            store.save_failure(plan.plan_id, run_id, exc)
+            raise
         store.save_validation(plan.plan_id, validation.to_dict())
     return result, validation
 
@@ -92,7 +100,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="exit 0 after a failed validation, which is stored with the plan "
                              "(the DAG's mirror task gives the verdict)")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except Exception as exc:
+        # The driver's log is pages of Spark's shutdown after the error: the one line the
+        # submitting side reports (job_failure) goes on its own marked line.
+        traceback.print_exc()
+        print(ERROR_MARKER + json.dumps({"error": type(exc).__name__,
+                                         "message": one_line(exc)}), flush=True)
+        return 1
 
+
+def _run(args: argparse.Namespace) -> int:
     from pyspark.sql import SparkSession
 
     from mirrorflow.spark.session import SPARK_CONF
@@ -108,9 +127,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         result, validation = run_steps(spark, config, flow, plan, args.steps, args.run_id)
         if validation is not None:
             validation.start_docs()  # beside the session's stop
-    except (NoMirrorResultError, PlanNotPendingError) as exc:
-        print(exc, file=sys.stderr)
-        return 1
     finally:
         spark.stop()
     if validation is not None:
@@ -123,6 +139,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0 if args.no_fail_on_validation else EXIT_VALIDATION_FAILED
     return 0
 
+
+def job_failure(output: str, store: PlanStore, plan_id: str, run_id: str, since_ms: int,
+                log_path: str) -> MirrorflowError:
+    """Why a submitted job failed, as the error it raised (its type and one-line
+    message) and where its whole log is: its marked line where the driver ran here
+    (client deploy mode, on every master), else the failure it stored with the plan (a
+    driver on a cluster), else the first exception its log shows."""
+    from mirrorflow.errors import first_exception
+    from mirrorflow.spark.mirror import MirrorJobError
+
+    where = f" (driver log: {log_path})"
+    for line in output.splitlines():
+        if line.startswith(ERROR_MARKER):
+            found = json.loads(line[len(ERROR_MARKER):])
+            return error_named(found["error"], found["message"] + where, MirrorJobError)
+    stored = store.failure(plan_id)
+    if stored and stored.get("run_id") == run_id and stored.get("at_ms", 0) >= since_ms:
+        return error_named(stored["error"], stored["message"] + where, MirrorJobError)
+    first = first_exception(output)
+    lines = output.strip().splitlines()
+    return MirrorJobError(f"the Spark job failed: {first or (lines[-1] if lines else 'no output')}"
+                          f"; nothing was committed, the next run resumes plan {plan_id}{where}")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,21 +14,22 @@ import json
 import logging
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 
 from mirrorflow.config.loader import parse_config
 from mirrorflow.config.model import FlowConfig, MirrorConfig
-from mirrorflow.errors import DataLossError, MirrorflowError
+from mirrorflow.errors import DataLossError, MirrorflowError, error_named, one_line
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import digests
 from mirrorflow.schema import mapping
 from mirrorflow.schema.mapping import IdMapping, MappingKey
 from mirrorflow.schema.transfer import IdMapper
-from mirrorflow.source import ledger
+from mirrorflow.source import ledger, topic_sync
 from mirrorflow.source.history import merge_spans
 from mirrorflow.source.plan_records import Plan
 from mirrorflow.source.plan_store import PlanStore
-from mirrorflow.source.write_task import WriteTask
+from mirrorflow.source.write_task import WriteError, WriteTask
 from mirrorflow.source.writer import SlotWriter
 from mirrorflow.spark.kafka_source import for_writer, read_ranges
 
@@ -91,6 +92,13 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
     attempt: list[dict] = []
     if reads:
         _check_topics_exist(source, {t for ranges in reads.values() for t, *_ in ranges})
+        # The remote topics' limits now, not as planned: a plan a too large record left
+        # pending goes on once the limit is raised.
+        limits = topic_sync.message_limits(config, flow, {t.topic: t.remote_topic
+                                                          for t in pending.values()})
+        pending = {tp: replace(t, max_message_bytes=limits.get(t.remote_topic,
+                                                               t.max_message_bytes))
+                   for tp, t in pending.items()}
         ledger.spans_store(target, flow.source, flow.get("replication.factor")).ensure()
         from pyspark.sql import functions as F
 
@@ -194,23 +202,15 @@ _RAISED = re.compile(r"mirrorflow\.[\w.]*?(\w+Error): (.+)")
 
 
 def worker_error(exc: Exception) -> MirrorflowError:
-    """The error a write task raised, as a mirrorflow error with its own one-line message
-    (Spark wraps it in a Java exception with the worker's traceback); anything else is a
-    :class:`MirrorJobError` quoting Spark's first line."""
-    from mirrorflow import errors
-    from mirrorflow.schema import registries
-    from mirrorflow.source import write_task
-
+    """The error a write task raised, as a mirrorflow error of its own type with its own
+    one-line message (Spark wraps it in a Java exception with the worker's traceback);
+    anything else is a :class:`MirrorJobError` quoting the first exception of Spark's
+    text."""
     found = _RAISED.findall(str(exc))
     if found:
         name, message = found[-1]
-        kind = next((getattr(m, name) for m in (write_task, registries, errors)
-                     if hasattr(m, name)), None)
-        kind = kind if isinstance(kind, type) and issubclass(kind, MirrorflowError) \
-            else write_task.WriteError
-        return kind(message.strip())
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return MirrorJobError(f"the mirror's Spark job failed: {first}")
+        return error_named(name, message.strip(), WriteError)
+    return MirrorJobError(f"the mirror's Spark job failed: {one_line(exc)}")
 
 
 def _check_topics_exist(source, topics: set[str]) -> None:
