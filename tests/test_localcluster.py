@@ -116,3 +116,82 @@ def test_stale_pid_file_is_ignored(tmp_path: Path) -> None:
     broker.pid_file.write_text("1\n")  # PID 1 is not our broker
     assert broker.pid() is None
     assert not localcluster.stop(broker)
+
+
+def listening(pids: list[int]) -> list[str]:
+    """Every listening TCP address of these processes and their children (an IPv4 address
+    mapped into IPv6 as the IPv4 one)."""
+    import ipaddress
+
+    import psutil
+
+    found = []
+    for pid in pids:
+        process = psutil.Process(pid)
+        for each in [process, *process.children(recursive=True)]:
+            for c in each.net_connections("inet"):
+                if c.status == psutil.CONN_LISTEN:
+                    ip = ipaddress.ip_address(c.laddr.ip)
+                    found.append(f"{getattr(ip, 'ipv4_mapped', None) or ip}:{c.laddr.port}")
+    return found
+
+
+def test_a_failed_up_stops_what_it_started_and_up_listens_on_loopback_only(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``local up`` fails at the target's schema registry (its port answers, but not a
+    registry of ours): the source's registry, the Spark Connect server and both brokers it
+    had started are stopped, newest first, and named. Started whole, every socket its
+    processes listen on is on loopback (the Connect server's driver too)."""
+    import http.server
+    import threading
+
+    from mirrorflow.dev import connect_server, local_registries
+
+    class Registry(http.server.BaseHTTPRequestHandler):  # answers as a registry would
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"[]")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    ports = [localcluster.free_port() for _ in range(4)]
+    foreign = http.server.HTTPServer(("127.0.0.1", 0), Registry)
+    threading.Thread(target=foreign.serve_forever, daemon=True).start()
+    transfer = "a->b.transforms.T"
+    path = tmp_path / "mm2.properties"
+    path.write_text(
+        config_text(ports[0], ports[1])
+        + f"a->b.mirrorflow.spark.master = sc://127.0.0.1:{ports[2]}\n"
+        + f"a->b.transforms = T\n{transfer}.type = cricket.jmoore.kafka.connect.transforms."
+          "SchemaRegistryTransfer\n"
+        + f"{transfer}.src.schema.registry.url = http://127.0.0.1:{ports[3]}\n"
+        + f"{transfer}.dest.schema.registry.url = http://127.0.0.1:{foreign.server_port}\n")
+    state = str(tmp_path / "state")
+    config = load_config(path)
+    server = localcluster.connect_servers(config, Path(state))[0]
+    try:
+        assert main(["local", "up", str(path), "--state-dir", state]) == 1
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err == (
+            f"mirrorflow: error: http://127.0.0.1:{foreign.server_port} answers, but mirrorflow "
+            f"did not start it; stopped what this call had started: schema registry "
+            f"http://127.0.0.1:{ports[3]}, Spark Connect sc://127.0.0.1:{ports[2]}, cluster b, "
+            f"cluster a")
+        assert server.pid() is None and not server.answering()
+        assert [s.pid for s in localcluster.status(config, Path(state))] == [None, None]
+        foreign.shutdown()
+        foreign.server_close()
+
+        assert main(["local", "up", str(path), "--state-dir", state]) == 0
+        registries = local_registries.local_registries(config, Path(state))
+        pids = [b.pid() for b in localcluster.local_brokers(config, Path(state))]
+        pids += [server.pid(), *(r.pid() for r in registries)]
+        addresses = listening(pids)
+        assert f"127.0.0.1:{ports[2]}" in addresses and len(addresses) >= 7, addresses
+        assert [a for a in addresses if not a.startswith("127.")] == []
+    finally:
+        foreign.server_close()
+        main(["local", "down", str(path), "--state-dir", state])
+    assert server.pid() is None and connect_server.stop(server) is False

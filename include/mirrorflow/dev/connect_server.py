@@ -103,8 +103,12 @@ def start(server: ConnectServer, timeout: float = READY_TIMEOUT_S) -> int:
                                  "mirrorflow did not start")
     server.state_dir.mkdir(parents=True, exist_ok=True)
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    # Every port the server opens listens on its own loopback address: gRPC, and the
+    # driver's RPC and block manager (Spark binds those to the machine's address unless
+    # told), which nobody but this machine's runs should reach, unauthenticated.
     confs = {**SPARK_CONF, "spark.connect.grpc.binding.address": server.host,
              "spark.connect.grpc.binding.port": str(server.port),
+             "spark.driver.bindAddress": server.host, "spark.driver.host": server.host,
              "spark.pyspark.python": python, "spark.ui.enabled": "false"}
     command = [spark_submit_binary(), "--class", SERVER_CLASS, "--name",
                "mirrorflow Spark Connect", "--master", server.master,

@@ -15,10 +15,11 @@ The jars come from ``jvm/pom.xml``'s ``broker`` classpath (:mod:`mirrorflow.jvm`
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -278,27 +279,47 @@ def connect_servers(config: MirrorConfig, state_dir: Path) -> list:
 
 def up(config: MirrorConfig, state_dir: Path = DEFAULT_STATE_DIR) -> list[LocalBroker]:
     """Start every local cluster of the config, its local Spark Connect server if it
-    names one and its local schema registries; on failure stop the brokers started
-    here."""
+    names one and its local schema registries. On failure, stop what this call started,
+    in reverse order, and say so in the error: a failed ``up`` leaves nothing running
+    that it started (a Connect server alone is a 1.5 GiB JVM)."""
     from mirrorflow.dev import connect_server, local_registries
 
-    started: list[LocalBroker] = []
+    started: list[tuple[str, Callable[[], object]]] = []
+
+    def start_once(name: str, running: bool, begin: Callable[[], object],
+                   end: Callable[[], object]) -> None:
+        begin()
+        if not running:
+            started.append((name, end))
+
     brokers = local_brokers(config, state_dir)
     try:
         for broker in brokers:
-            was_running = broker.pid() is not None
-            start(broker)
-            if not was_running:
-                started.append(broker)
+            start_once(f"cluster {broker.alias}", broker.pid() is not None,
+                       functools.partial(start, broker), functools.partial(stop, broker))
         for server in connect_servers(config, state_dir):
-            connect_server.start(server)
+            start_once(f"Spark Connect {server.url}", server.pid() is not None,
+                       functools.partial(connect_server.start, server),
+                       functools.partial(connect_server.stop, server))
         for registry in local_registries.local_registries(config, state_dir):
-            local_registries.start(registry)
+            start_once(f"schema registry {registry.url}", registry.pid() is not None,
+                       functools.partial(local_registries.start, registry),
+                       functools.partial(local_registries.stop, registry))
+    except MirrorflowError as exc:
+        stopped = _stop_started(started)
+        raise type(exc)(f"{exc}; stopped what this call had started: "
+                        f"{', '.join(stopped) or 'nothing'}") from exc
     except BaseException:
-        for broker in started:
-            stop(broker)
+        _stop_started(started)
         raise
     return brokers
+
+
+def _stop_started(started: list[tuple[str, Callable[[], object]]]) -> list[str]:
+    """Stop what ``up`` started, newest first; their names."""
+    for _, end in reversed(started):
+        end()
+    return [name for name, _ in reversed(started)]
 
 
 def down(config: MirrorConfig, state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
