@@ -10,10 +10,12 @@ export PATH := $(BIN):$(PATH)
 export PYSPARK_PYTHON := $(BIN)/python
 export GX_ANALYTICS_ENABLED := false
 
-# JVM classpaths of jvm/pom.xml (Kafka broker, MirrorMaker 2, Spark's Kafka connector),
-# one folder per Maven profile so that their Kafka clients never meet.
+# JVM classpaths of jvm/pom.xml (Kafka broker, MirrorMaker 2), one folder per Maven profile
+# so that their Kafka clients never meet; mirrorflow's own Kafka range source for Spark
+# (jvm/connector) goes inside the package, which a wheel carries (PACKAGE_JARS).
 JVM_DIR := $(CURDIR)/.jvm
-JVM_PROFILES := broker mm2 spark-kafka
+JVM_PROFILES := broker mm2
+PACKAGE_JARS := include/mirrorflow/jars
 MVN ?= mvn -q -B -Dstyle.color=never
 
 .PHONY: install jvm test lint demo down clean bench soak airflow airflow-db screenshots
@@ -47,7 +49,18 @@ $(JVM_DIR)/.fetched: jvm/pom.xml
 	done
 	touch $@
 
-jvm: $(JVM_DIR)/.fetched
+# mirrorflow's Kafka range source for Spark (jvm/connector, format "mirrorflow-kafka"), built
+# with its JUnit tests: the jar and its runtime classpath (kafka-clients, without what PySpark's
+# jars/ already has) in the package's jars/, rebuilt when a file of the module changes.
+CONNECTOR_FILES := jvm/connector/pom.xml $(shell find jvm/connector/src -type f 2>/dev/null)
+$(PACKAGE_JARS)/.built: $(CONNECTOR_FILES)
+	$(MVN) -f jvm/connector/pom.xml clean verify
+	rm -rf $(PACKAGE_JARS)
+	mkdir -p $(PACKAGE_JARS)
+	cp jvm/connector/target/mirrorflow-connector-0.jar jvm/connector/target/classpath/*.jar $(PACKAGE_JARS)/
+	touch $@
+
+jvm: $(JVM_DIR)/.fetched $(PACKAGE_JARS)/.built
 
 install: $(VENV)/.installed jvm
 
@@ -77,7 +90,7 @@ down:
 	$(BIN)/mirrorflow local down $(CONFIG)
 
 clean: down
-	rm -rf .mirrorflow .airflow reports .pytest_cache .ruff_cache .jvm
+	rm -rf .mirrorflow .airflow reports .pytest_cache .ruff_cache .jvm $(PACKAGE_JARS)
 
 bench: install
 	$(BIN)/python bench/run_bench.py

@@ -217,7 +217,7 @@ def write_config(path: Path, text: str) -> Path:
 
 @pytest.fixture(scope="session")
 def spark():
-    """One in-process Spark session (local[2]) with Spark's Kafka connector, as
+    """One in-process Spark session (local[2]) with the range source's jars, as
     ``mirrorflow.spark.session`` builds them."""
     from mirrorflow.spark.session import get_session
 

@@ -36,19 +36,24 @@ def test_installed_versions_are_the_constraints(repo: Path) -> None:
 
 
 def test_jvm_classpaths_match_the_pins(repo: Path) -> None:
-    """make fetched jvm/pom.xml's three classpaths; Spark's connector is PySpark's version."""
+    """make fetched jvm/pom.xml's two classpaths and built jvm/connector against the pinned
+    Kafka and PySpark; the range source runs the project's Kafka client, and no classpath
+    holds two Kafka clients."""
     from mirrorflow import jvm
 
     pom = (repo / "jvm" / "pom.xml").read_text()
+    connector = (repo / "jvm" / "connector" / "pom.xml").read_text()
     kafka = re.search(r"<kafka.version>([^<]+)</kafka.version>", pom).group(1)
-    spark = re.search(r"<spark.version>([^<]+)</spark.version>", pom).group(1)
+    assert re.search(r"<kafka.version>([^<]+)</kafka.version>", connector).group(1) == kafka
+    spark = re.search(r"<spark.version>([^<]+)</spark.version>", connector).group(1)
     assert spark == pinned(repo, "pyspark")
     assert jvm.kafka_version() == kafka
-    names = {name: {Path(j).name for j in jvm.jars(name)} for name in ("broker", "mm2",
-                                                                       "spark-kafka")}
+    names = {name: {Path(j).name for j in jvm.jars(name)} for name in ("broker", "mm2")}
+    names["connector"] = {Path(j).name for j in jvm.connector_jars()}
     assert f"kafka_2.13-{kafka}.jar" in names["broker"]
     assert f"connect-mirror-{kafka}.jar" in names["mm2"]
-    assert f"spark-sql-kafka-0-10_2.13-{spark}.jar" in names["spark-kafka"]
+    assert names["connector"] == {"mirrorflow-connector-0.jar", f"kafka-clients-{kafka}.jar"}
+    assert all(Path(j).is_relative_to(jvm.PACKAGE_JARS) for j in jvm.connector_jars())
     # Each classpath has one Kafka client of its own: they never meet.
     for name, jars in names.items():
         assert len([j for j in jars if j.startswith("kafka-clients-")]) == 1, name

@@ -229,11 +229,11 @@ def writer_aggregates(spark, path: Path, n: int) -> dict[int, dict]:
     from pyspark.sql import functions as F
 
     from mirrorflow.quality.digests import RangeDigest, writer_columns
-    from mirrorflow.spark.kafka_source import for_writer, read_ranges
+    from mirrorflow.spark.kafka_source import for_writer, read_groups
 
     config = load_config(path)
-    frame = for_writer(read_ranges(spark, config.cluster("a"),
-                                   [("orders", p, 0, n) for p in range(2)], topic_ids={}),
+    frame = for_writer(read_groups(spark, config.cluster("a"),
+                                   [[("orders", p, 0, n) for p in range(2)]]),
                        *writer_columns(F))
     out = {}
     for p in range(2):
@@ -251,10 +251,10 @@ def spark_aggregates(spark, path: Path, n: int) -> dict[int, tuple[int, int]]:
     from pyspark.sql import functions as F
 
     from mirrorflow.quality.digests import record_digest
-    from mirrorflow.spark.kafka_source import read_ranges
+    from mirrorflow.spark.kafka_source import read_groups
 
-    frame = read_ranges(spark, load_config(path).cluster("a"),
-                        [("orders", p, 0, n) for p in range(2)], topic_ids={})
+    frame = read_groups(spark, load_config(path).cluster("a"),
+                        [[("orders", p, 0, n)] for p in range(2)])
     rows = frame.groupBy("partition").agg(*[
         F.bit_xor(F.xxhash64(record_digest(F, F.lit(ts)), "offset")).alias(str(ts))
         for ts in (True, False)]).collect()
@@ -298,8 +298,8 @@ def test_more_ranges_than_write_tasks_are_checked_together_and_a_loss_still_name
                                              "a->b.mirrorflow.write.tasks = 1\n"))
     config = load_config(path)
     ranges = [("orders", p, 0, RECORDS // 2) for p in range(2)]
-    assert compare._read(spark, config.cluster("a"), ranges, 2_000_000,
-                         flow=config.flow("a->b"), topic_ids={}).rdd.getNumPartitions() == 1
+    assert compare.proof_read(spark, config.cluster("a"), ranges, 2_000_000,
+                              flow=config.flow("a->b")).rdd.getNumPartitions() == 1
     plan, result = fresh_copy(clusters, lambda rows: rows[:50] + rows[51:])
     validation = check(spark, path, plan, result)
     good, bad = validation.ranges

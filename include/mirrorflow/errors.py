@@ -42,6 +42,35 @@ def one_line(exc: BaseException) -> str:
                                      else type(exc).__name__)
 
 
+# A mirrorflow error raised where Spark ran it: in a Python worker (its traceback's last
+# line) or in the JVM (the range source's ``dev.mirrorflow...XException``, whose Python
+# twin is ``XError``).
+_RAISED = re.compile(r"(?:\bmirrorflow\.[\w.]*?(\w+Error)|\bdev\.mirrorflow\.[\w.]*?(\w+)Exception)"
+                     r": ([^\n]+)")
+
+
+def raised_within(text: str, default: type[MirrorflowError] = MirrorflowError
+                  ) -> MirrorflowError | None:
+    """The last mirrorflow error ``text`` (Spark's text of a failed job) names, raised
+    again with its own type and one-line message; None where it names none."""
+    found = _RAISED.findall(text)
+    if not found:
+        return None
+    python, java, message = found[-1]
+    return error_named(python or f"{java}Error", message.strip(), default)
+
+
+def described(exc: BaseException) -> tuple[str, str]:
+    """``(type name, one-line message)`` of ``exc`` for another process to raise again
+    (:func:`error_named`): the mirrorflow error inside a Spark failure where it holds
+    one."""
+    if not isinstance(exc, MirrorflowError):
+        found = raised_within(str(exc))
+        if found is not None:
+            return type(found).__name__, str(found)
+    return type(exc).__name__, one_line(exc)
+
+
 def error_named(name: str, message: str,
                 default: type[MirrorflowError] = MirrorflowError) -> MirrorflowError:
     """An error of the mirrorflow class called ``name`` (any loaded subclass of

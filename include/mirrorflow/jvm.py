@@ -1,8 +1,10 @@
 """Where the JVM classpaths of ``jvm/pom.xml`` are: one folder of jars per use.
 
 ``make jvm`` copies each Maven profile's classpath into ``.jvm/<name>`` of the checkout
-(``broker``: Apache Kafka; ``mm2``: MirrorMaker 2; ``spark-kafka``: Spark's Kafka
-connector). ``MIRRORFLOW_JVM_DIR`` points elsewhere (an installed deployment).
+(``broker``: Apache Kafka; ``mm2``: MirrorMaker 2; ``MIRRORFLOW_JVM_DIR`` points
+elsewhere), and builds mirrorflow's Kafka range source for Spark (``jvm/connector``) into
+the package's own ``jars/``, which a wheel carries as PySpark's carries its jars
+(:func:`connector_jars`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from mirrorflow.errors import MirrorflowError
 
 JVM_DIR_ENV = "MIRRORFLOW_JVM_DIR"
 _CHECKOUT_JVM_DIR = Path(__file__).resolve().parents[2] / ".jvm"
+PACKAGE_JARS = Path(__file__).resolve().parent / "jars"
 
 
 class JvmError(MirrorflowError):
@@ -42,6 +45,16 @@ def classpath(name: str) -> str:
 def jars(name: str) -> list[str]:
     """Every jar of one classpath (for ``spark.jars``)."""
     return sorted(str(p) for p in classpath_dir(name).glob("*.jar"))
+
+
+def connector_jars() -> list[str]:
+    """mirrorflow's Kafka range source for Spark and the Kafka client it runs (for
+    ``spark.jars``), from the package."""
+    found = sorted(str(p) for p in PACKAGE_JARS.glob("*.jar"))
+    if not found:
+        raise JvmError(f"no jars in {PACKAGE_JARS}: run `make jvm` (Maven builds "
+                       "jvm/connector), or install mirrorflow from a wheel built after it")
+    return found
 
 
 def kafka_version() -> str:

@@ -147,13 +147,13 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
             config_file=path, flow_name=name, conn_id=flow.get("mirrorflow.spark.conn.id"),
             task_id="mirror", pool=SPARK_POOL,
             execution_timeout=timedelta(seconds=flow.get("mirrorflow.mirror.timeout.seconds")),
-            doc_md="The Spark job mirrors the stored plan (Spark's Kafka source, each range "
-                   "written by the task that reads it), then proves the target complete, on "
-                   "the connection's Spark (Spark Connect, or spark-submit), and gives the "
-                   "proof's verdict (Great Expectations: counts, digests, duplicates, gaps, "
-                   "offset syncs, checkpoints): a mismatch fails here, without retries, "
-                   "before anything is committed; Data Docs in the reports. Skipped when "
-                   "the plan is empty.")
+            doc_md="The Spark job mirrors the stored plan (mirrorflow's range source, each "
+                   "write slot's ranges written by the task that reads them), then proves the "
+                   "target complete, on the connection's Spark (Spark Connect, or "
+                   "spark-submit), and gives the proof's verdict (Great Expectations: "
+                   "counts, digests, duplicates, gaps, offset syncs, checkpoints): a "
+                   "mismatch fails here, without retries, before anything is committed; "
+                   "Data Docs in the reports. Skipped when the plan is empty.")
         # Runs after skipped Spark tasks (nothing to mirror), not after a skipped plan. Its
         # dict is one XCom, the brief (mirrorflow.airflow.xcoms), as the report's: from the
         # `-> dict` annotation TaskFlow infers multiple_outputs, an XCom per key besides, an

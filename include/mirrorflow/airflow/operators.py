@@ -5,7 +5,7 @@ runs by the connection's type, and then the check's verdict:
 * ``spark_connect`` (the provider's Spark Connect connection): the steps run in this task
   as a client of that warm server; no JVM starts;
 * ``spark`` (``local[*]``, ``spark://``, ``yarn``, ``k8s://``): ``spark-submit`` of
-  ``spark_jobs/mirror_batch.py`` through the provider's hook, with the Kafka connector's
+  ``spark_jobs/mirror_batch.py`` through the provider's hook, with the range source's
   jars and the ``mirrorflow`` package as ``--py-files``, as ``mirrorflow run`` submits it.
 
 A failed check fails the task without retries (the data would not change), naming the

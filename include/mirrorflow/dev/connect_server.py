@@ -3,7 +3,7 @@
 ``mirrorflow local up`` starts one when the config's ``mirrorflow.spark.master`` is an
 ``sc://`` address on loopback (the demo's config is), beside the local Kafka clusters, and
 ``mirrorflow local down`` stops it. It is ``spark-submit`` of Spark's own
-``SparkConnectServer`` from the installed PySpark, with the Kafka connector's jars
+``SparkConnectServer`` from the installed PySpark, with the range source's jars
 (``jvm/pom.xml``), mirrorflow's session settings and this Python for its workers, bound to
 exactly the configured address; its log and PID file are in the state directory.
 """

@@ -169,7 +169,7 @@ def new_client(kind, config: dict[str, Any], where: str):
 def java_client_config(cluster: ClusterConfig, role: str) -> dict[str, str]:
     """The Java client's settings for a role on a cluster, as the MM2 file writes them,
     with ``${provider:path:key}`` secrets resolved (errors name the property, not the
-    value): what Spark's Kafka source (a Java client) takes as ``kafka.*`` options."""
+    value): what the range source (a Java client) takes as ``kafka.*`` options."""
     from mirrorflow.config.secrets import SecretError, resolve
 
     resolved = {}

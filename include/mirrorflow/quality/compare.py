@@ -1,6 +1,6 @@
 """The completeness check's comparison, in Spark SQL: no record enters Python.
 
-Both clusters are read by Spark's Kafka source in one scan. Every record becomes a 64-bit
+Both clusters are read by mirrorflow's range source in one scan. Every record becomes a 64-bit
 digest (``xxhash64`` of key, value, headers, timestamp and their nullness; the timestamp
 is left out where the remote topic stamps its own, ``LogAppendTime``, and a source
 timestamp at or before the epoch counts as the plan's time the writer gave it).
@@ -55,7 +55,7 @@ from mirrorflow.quality.digests import record_digest, restamped
 from mirrorflow.schema.mapping import ProofView
 from mirrorflow.schema.wire import rewrite_sql
 from mirrorflow.source.plan_records import write_slots
-from mirrorflow.spark.kafka_source import read_ranges
+from mirrorflow.spark.kafka_source import grouped, read_groups, read_tasks
 
 BUCKET = 1 << 16  # offsets per join bucket
 KEY = ["remote_topic", "partition"]
@@ -157,13 +157,10 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
             regions: list[RegionCheck], no_timestamps: set[str],
             split_records: int | None = None, compacted: set[str] = frozenset(),
             exact: bool = False, restamp_ms: int = 0, *,
-            topic_ids: Mapping[str, Mapping[str, str]],
             schemas: ProofView | None = None,
             source_compacted: set[str] = frozenset()) -> dict[tuple[str, int], Compared]:
     """Per remote partition: the range's aggregates on both sides, the region's foreign
     records and, where the aggregates differ, the record-by-record findings.
-    ``topic_ids``: per cluster alias, the flow's topics there and their ids (the reads'
-    :func:`~mirrorflow.spark.kafka_source.reader_group`).
     ``no_timestamps`` are the remote topics whose timestamps are not compared;
     ``compacted`` those the target's log cleaner compacts: compared record by record
     first, and where that differs, on the newest record of each key. ``exact`` (for a
@@ -194,7 +191,7 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     unread = [r for r in ranges if (r.remote_topic, r.partition) not in written]
     if unread:
         sides.append(_source_side(spark, F, config, flow, unread, remote_of, no_timestamps,
-                                  split_records, restamp_ms, topic_ids[flow.source], schemas))
+                                  split_records, restamp_ms, schemas))
     readable = [r for r in regions if r.end > r.start]
     # Where no other flow writes, every target record is first taken as this flow's:
     # equal aggregates then prove that each one sits at a remote offset claimed for a
@@ -203,12 +200,12 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     assumed = not exact and all(not r.others for r in readable)
     if readable:
         sides.append(_target_side(spark, F, config, flow, readable, no_timestamps,
-                                  split_records, assumed, topic_ids[flow.target], schemas))
+                                  split_records, assumed, schemas))
     if not sides:
         return out
     tails = [r for r in ranges if r.remote_topic in thinned & source_compacted]
     if tails and (tail := _source_tail(spark, F, config, flow, tails, remote_of,
-                                       split_records, topic_ids[flow.source])):
+                                       split_records)):
         sides.append(tail)
     union = sides[0]
     for side in sides[1:]:
@@ -250,7 +247,7 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
             spark, config, flow,
             [replace(r, written=None) for r in ranges if (r.remote_topic, r.partition) in again],
             [r for r in regions if (r.remote_topic, r.partition) in again], no_timestamps,
-            split_records, compacted, exact=True, restamp_ms=restamp_ms, topic_ids=topic_ids,
+            split_records, compacted, exact=True, restamp_ms=restamp_ms,
             schemas=schemas, source_compacted=source_compacted))
         unequal = [key for key in unequal if key not in again]
     if unequal:
@@ -312,11 +309,11 @@ def _with_ids(F, frame, maps: dict[str, dict[tuple[str, int], int]], topic_of=No
 
 
 def _source_side(spark, F, config, flow, ranges, remote_of, no_timestamps, split,
-                 restamp_ms: int, topic_ids: Mapping[str, str], schemas: ProofView | None):
+                 restamp_ms: int, schemas: ProofView | None):
     """(side 's', remote_topic, partition, d = the claimed remote offset, u, digest)."""
-    frame = _read(spark, config.cluster(flow.source),
-                  [(r.topic, r.partition, r.start, r.end) for r in ranges], split,
-                  flow=flow, topic_ids=topic_ids)
+    frame = proof_read(spark, config.cluster(flow.source),
+                       [(r.topic, r.partition, r.start, r.end) for r in ranges], split,
+                       flow=flow)
     if schemas:
         frame = _with_ids(F, frame, schemas.same, remote_of)
     remote = _remote_topic(F, remote_of)
@@ -338,8 +335,7 @@ def _remote_topic(F, remote_of: Mapping[str, str]):
         F.col("topic")]
 
 
-def _source_tail(spark, F, config, flow, ranges, remote_of, split,
-                 topic_ids: Mapping[str, str]):
+def _source_tail(spark, F, config, flow, ranges, remote_of, split):
     """(side 'x', remote_topic, partition, k): the keys the source holds after each range,
     up to its end now (what excuses a key the range's source no longer holds)."""
     from mirrorflow.kafka.watermarks import probe_watermarks
@@ -351,7 +347,7 @@ def _source_tail(spark, F, config, flow, ranges, remote_of, split,
              for r in ranges if ends[(r.topic, r.partition)].high > r.end]
     if not tails:
         return None
-    frame = _read(spark, source, tails, split, flow=flow, topic_ids=topic_ids)
+    frame = proof_read(spark, source, tails, split, flow=flow)
     return frame.select(
         F.lit("x").alias("side"), _remote_topic(F, remote_of).alias("remote_topic"),
         "partition",
@@ -361,13 +357,13 @@ def _source_tail(spark, F, config, flow, ranges, remote_of, split,
 
 
 def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed: bool,
-                 topic_ids: Mapping[str, str], schemas: ProofView | None):
+                 schemas: ProofView | None):
     """(side 't' own / 'o' another flow's / 'f' foreign, remote_topic, partition, d, u
     null, digest); ``assumed``: every record 't' (see :func:`compare`)."""
     # What a read_committed consumer sees: a zombie's aborted writes are not there.
-    frame = _read(spark, config.cluster(flow.target),
-                  [(r.remote_topic, r.partition, r.start, r.end) for r in regions], split,
-                  "read_committed", flow=flow, topic_ids=topic_ids)
+    frame = proof_read(spark, config.cluster(flow.target),
+                       [(r.remote_topic, r.partition, r.start, r.end) for r in regions], split,
+                       "read_committed", flow=flow)
     if schemas:  # each record as its source was: its source schema ids
         frame = _with_ids(F, frame, schemas.back)
     records = frame.select(
@@ -387,17 +383,16 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
         "digest", "k", "tombstone")
 
 
-def _read(spark, cluster, ranges: list[tuple[str, int, int, int]], split: int | None,
-          isolation: str | None = None, *, flow: FlowConfig, topic_ids: Mapping[str, str]):
-    """The records of ``ranges`` in as many Spark tasks as the flow writes such ranges in
-    (:func:`~mirrorflow.source.plan_records.write_slots`), or one per ``split`` records
-    where that is more (the comparison aggregates; order is moot). A Spark task per range
-    costs scheduling on top of its read: measured, 1,000 ranges of 3 records on 2 cores
-    checked in 9.3 s as 1,000 tasks, 4.0 s as 64, 2.9 s as 8."""
-    frame = read_ranges(spark, cluster, ranges, split, isolation, topic_ids=topic_ids)
+def proof_read(spark, cluster, ranges: list[tuple[str, int, int, int]], split: int | None,
+               isolation: str | None = None, *, flow: FlowConfig):
+    """The records of ``ranges`` in as many Spark tasks (each one consumer) as the flow
+    writes such ranges in (:func:`~mirrorflow.source.plan_records.write_slots`), or one
+    per ``split`` records where that is more (the comparison aggregates; order is moot).
+    A Spark task per range costs scheduling on top of its read: measured, 1,000 ranges of
+    3 records on 2 cores checked in 9.3 s as 1,000 tasks, 4.0 s as 64, 2.9 s as 8."""
     sizes = [end - start for *_, start, end in ranges]
-    tasks = max(write_slots(flow, sizes), -(-sum(sizes) // split) if split else 0)
-    return frame.coalesce(tasks) if len(ranges) > tasks else frame
+    tasks = read_tasks(sizes, write_slots(flow, sizes), split)
+    return read_groups(spark, cluster, grouped(ranges, tasks, split), isolation)
 
 
 def _lookup(spark, F, frame, intervals: list[tuple], kind: str, more: str = ""):

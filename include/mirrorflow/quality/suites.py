@@ -70,7 +70,7 @@ def _completeness_suite(gx):
         e.ExpectColumnSumToBeBetween(column="source_records", min_value=planned,
                                      max_value=planned,
                                      description="The planned ranges' source records: counted "
-                                                 "by the writer from what Spark's Kafka source "
+                                                 "by the writer from what the range source "
                                                  "read (a range one attempt wrote whole), "
                                                  "else read from the source again."),
         e.ExpectColumnPairValuesToBeEqual(column_A="target_records", column_B="source_records",

@@ -49,10 +49,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
-from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import reports, schema_check
-from mirrorflow.quality.compare import Compared, RangeCheck, RegionCheck, compacts, compare
+from mirrorflow.quality.compare import (
+    Compared,
+    RangeCheck,
+    RegionCheck,
+    compacts,
+    compare,
+    proof_read,
+)
 from mirrorflow.quality.suites import build_docs, expectations_dir, run_suites, user_suites
 from mirrorflow.quality.sync_check import range_findings
 from mirrorflow.quality.verdicts import (
@@ -231,14 +237,6 @@ def _lost_at_source(r: Range, low: int, done: dict, spans: list[tuple[int, int]]
     return (r.start, end), sum(b - a + 1 for a, b in copies), kept, copies
 
 
-def remote_topic_ids(config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict[str, str]:
-    """The ids of the remote topics of every topic the plan's flow covers, in one describe
-    request: the target reads' :func:`~mirrorflow.spark.kafka_source.reader_group`."""
-    policy = flow.policy()
-    return clients.topic_ids(config.cluster(flow.target), [
-        policy.format_remote_topic(flow.source, t) for t in plan.topic_ids])
-
-
 def remote_topic_traits(config: MirrorConfig, flow: FlowConfig,
                         topics: set[str]) -> tuple[set[str], set[str]]:
     """The remote topics that stamp records with the broker's time (their timestamps are
@@ -354,8 +352,6 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
     validation = Validation(flow.name, run_id, plan.plan_id, True, fraction)
     # Only a run with something to read describes the remote topics (the suites read the
     # ranges' regions, which are among checks.regions).
-    topic_ids = {flow.source: plan.topic_ids,
-                 flow.target: remote_topic_ids(config, flow, plan) if checks.regions else {}}
     transfer, stored, view = flow.schema_transfer, {}, None
     if transfer is not None:
         stored = mapping.stored(PlanStore(config, flow).topic.read())
@@ -365,7 +361,7 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
             config, flow, {r.remote_topic for r in checks.regions})
         found = compare(spark, config, flow, checks.ranges, checks.regions, no_timestamps,
                         flow.get("mirrorflow.records.per.spark.partition"), compacted,
-                        restamp_ms=plan.created_ms, topic_ids=topic_ids, schemas=view)
+                        restamp_ms=plan.created_ms, schemas=view)
         for rp, verdict in checks.verdicts.items():
             verdict.timestamps_compared = rp[0] not in no_timestamps
             if rp in found:
@@ -388,12 +384,10 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
     suites = user_suites(expectations_dir(flow))
     records = None
     if suites and checks.ranges:
-        from mirrorflow.spark.kafka_source import read_ranges
-
-        records = read_ranges(spark, config.cluster(flow.target), [
+        records = proof_read(spark, config.cluster(flow.target), [
             (r.remote_topic, r.partition, checks.verdicts[(r.remote_topic, r.partition)]
              .region_start, checks.verdicts[(r.remote_topic, r.partition)].region_end)
-            for r in checks.ranges], isolation="read_committed", topic_ids=topic_ids[flow.target])
+            for r in checks.ranges], None, "read_committed", flow=flow)
     elif suites:
         suites = []
     docs_dir = reports.docs_build_dir(flow.name, run_id)

@@ -116,9 +116,10 @@ class PlanStore:
         where whoever started the attempt reads it (:meth:`failure`): a spark-submit job's
         driver may run on another machine (a cluster's deploy mode), and its log is
         pages of Spark's shutdown. Best effort: the failure itself is raised anyway."""
-        from mirrorflow.errors import one_line
+        from mirrorflow.errors import described
 
-        record = {"run_id": run_id, "error": type(error).__name__, "message": one_line(error),
+        name, message = described(error)
+        record = {"run_id": run_id, "error": name, "message": message,
                   "at_ms": int(time.time() * 1000)}
         try:
             self.topic.write([(b"failure/" + plan_id.encode(), json.dumps(record).encode())])

@@ -185,7 +185,7 @@ class SlotWriter(SlotTransactions):
         self._begin()
 
     def write_batch(self, batch) -> None:
-        """Write the records of one Arrow batch (Spark's Kafka source schema; the ranges of
+        """Write the records of one Arrow batch (Spark's Kafka schema; the ranges of
         the slot one after another) that are at or past each range's resume position."""
         import pyarrow.compute as pc
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import FlowConfig, MirrorConfig
-from mirrorflow.errors import MirrorflowError, error_named, one_line
+from mirrorflow.errors import MirrorflowError, described, error_named
 from mirrorflow.lease import FlowLease
 from mirrorflow.source.plan_records import Plan
 from mirrorflow.source.plan_store import PlanStore
@@ -106,8 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The driver's log is pages of Spark's shutdown after the error: the one line the
         # submitting side reports (job_failure) goes on its own marked line.
         traceback.print_exc()
-        print(ERROR_MARKER + json.dumps({"error": type(exc).__name__,
-                                         "message": one_line(exc)}), flush=True)
+        name, message = described(exc)
+        print(ERROR_MARKER + json.dumps({"error": name, "message": message}), flush=True)
         return 1
 
 

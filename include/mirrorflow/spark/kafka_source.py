@@ -1,59 +1,59 @@
-"""Reading Kafka with Spark's own Kafka source (``spark-sql-kafka-0-10``) over exact ranges.
+"""Reading Kafka over exact ranges with mirrorflow's own range source for Spark
+(``jvm/connector``, format ``mirrorflow-kafka``).
 
-The JVM connector reads: ``assign`` names the partitions, ``startingOffsets`` and
-``endingOffsets`` (JSON) bound each one to its planned range, so no record outside the
-plan is read. ``includeHeaders`` gives Spark's Kafka schema
-(``key, value, topic, partition, offset, timestamp, timestampType, headers``); each range
-is one Spark input partition, read in offset order.
+Ranges come in **groups**: each group is one Spark task, and that task reads all of its
+ranges with one Kafka consumer assigned to every partition of the group, each from its
+exact start to its exact end, so one fetch per broker serves them all (KIP-227 fetch
+sessions) and a partition costs its share of a fetch, not a consumer and its round trips
+(Spark's own Kafka source keeps a consumer per partition and asks for both ends of the
+log after every poll: about 7 ms a partition). Rows have Spark's Kafka schema
+(``key, value, topic, partition, offset, timestamp, timestampType, headers``), each
+partition's in offset order (a group's partitions interleave).
 
 Client settings are the cluster's Java settings from the MM2 file, secrets resolved, as
 ``kafka.*`` options; ``kafka.isolation.level`` is the cluster's consumer setting
 (``read_committed`` unless the file says otherwise:
-:meth:`~mirrorflow.config.model.ClusterConfig.isolation_level`). ``kafka.group.id`` keys
-Spark's pool of consumers (:func:`reader_group`). Spark
-redacts option values whose key or value matches ``spark.redaction.regex`` and
+:meth:`~mirrorflow.config.model.ClusterConfig.isolation_level`). Spark redacts option
+values whose key or value matches ``spark.redaction.regex`` and
 ``spark.sql.redaction.options.regex``, which :data:`mirrorflow.spark.session.SPARK_CONF`
 sets to cover passwords, JAAS lines, tokens and key material, in the UI, the event log
-and ``explain``. ``failOnDataLoss`` is off: records lost to retention are detected by
-the writer (which tells retention from compaction by the source's log start) and by the
-completeness check, which name the range.
+and ``explain``. Records the log no longer has (retention) are simply absent: the writer
+(which tells retention from compaction by the source's log start) and the completeness
+check name the range.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
 
 from mirrorflow.config.model import ClusterConfig
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
-from mirrorflow.spark.session import REDACTION
 
-# Settings Spark's Kafka source sets itself or refuses (KafkaSourceProvider).
-_SPARK_OWNED = frozenset({
+FORMAT = "mirrorflow-kafka"
+# Settings the range source sets itself (RangeConsumers): it assigns, never joins a group.
+_SOURCE_OWNED = frozenset({
     "group.id", "auto.offset.reset", "key.deserializer", "value.deserializer",
-    "enable.auto.commit", "interceptor.classes", "key.serializer", "value.serializer"})
+    "enable.auto.commit", "interceptor.classes", "allow.auto.create.topics"})
 
 OffsetRange = tuple[str, int, int, int]  # topic, partition, start, end (exclusive)
+
+
+class RangeReadError(MirrorflowError):
+    """A planned range could not be read (the range source's ``RangeReadException``: a
+    partition that no longer exists, no progress within its timeout); the message names
+    the topic, partition and offsets."""
+
 # A range ends at or near the partition's end, where a fetch finds nothing more and the
-# broker holds it for fetch.max.wait.ms (Java's default 500 ms). Spark's reader follows
-# every fetch with two ListOffsets requests on the same connection, which queue behind the
-# consumer's next (pipelined) fetch while the broker holds it: with data waiting, fetches
+# broker holds it for fetch.max.wait.ms (Java's default 500 ms): with data waiting, fetches
 # return at once whatever the setting, so a bounded read never waits for more.
 FETCH_MAX_WAIT_MS = "0"
-# Reading costs a consumer per partition where Spark's pool has none (reader_group):
-# without the client telemetry request (KIP-714) and the JMX registration of every
-# metric, 1,000 partitions of 3 records read in 3.3 s instead of 5.0.
-# Bigger fetches into the socket's own (autotuned) buffer instead of the Java client's
-# 64 KiB and 1 MiB per partition: measured, 2,000,000 records of 512 B read and digested
-# in 2.45 s -> 1.95 s.
-# Spark's reader asks the broker for the partition's two ends (two ListOffsets round trips)
-# after every poll, and a poll hands over at most max.poll.records (Java's default 500):
-# one poll per fetch instead (docs/benchmark.md); what a poll hands over comes from one
-# fetch, which max.partition.fetch.bytes bounds. The cluster's own settings, where the
-# file has them, win.
+# No client telemetry request (KIP-714) and no JMX registration of every metric: a task's
+# consumer lives for one read. Bigger fetches into the socket's own (autotuned) buffer
+# instead of the Java client's 64 KiB and 1 MiB per partition: measured, 2,000,000 records
+# of 512 B read and digested in 2.45 s -> 1.95 s (Spark's source). A poll hands over what
+# one fetch brought. The cluster's own settings, where the file has them, win.
 READ_DEFAULTS = {"kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS,
                  "kafka.enable.metrics.push": "false",
                  "kafka.auto.include.jmx.reporter": "false",
@@ -63,69 +63,54 @@ READ_DEFAULTS = {"kafka.fetch.max.wait.ms": FETCH_MAX_WAIT_MS,
 
 
 def kafka_options(cluster: ClusterConfig, isolation: str | None = None) -> dict[str, str]:
-    """``kafka.*`` options of Spark's Kafka source for reading ``cluster`` (with the
-    cluster's consumer isolation level unless ``isolation`` is given)."""
+    """``kafka.*`` options of the range source for reading ``cluster`` (with the cluster's
+    consumer isolation level unless ``isolation`` is given)."""
     props = clients.java_client_config(cluster, "consumer")
     options = {**READ_DEFAULTS,
-               **{f"kafka.{k}": v for k, v in props.items() if k not in _SPARK_OWNED}}
+               **{f"kafka.{k}": v for k, v in props.items() if k not in _SOURCE_OWNED}}
     options["kafka.isolation.level"] = isolation or cluster.isolation_level()
     return options
 
 
-def reader_group(options: Mapping[str, str], topic_ids: Mapping[str, str]) -> str:
-    """The group id a read gives Spark's Kafka source (``kafka.group.id``), which only
-    keys Spark's pools (a read with ``assign`` joins no group and commits nothing).
-
-    Spark keeps each executor's consumers, and the records a fetch brought past a range's
-    end, keyed by (group id, partition); by default every query has a new group id, so
-    every read of a partition opens and closes a consumer (two connections, metadata,
-    ListOffsets) and the pool's table of keys grows with every query. This id is equal for
-    two reads exactly when their client settings are equal (the pool refuses a key with
-    other settings) and every topic of ``topic_ids`` (the flow's topics on that cluster,
-    with their KIP-516 ids) is the same incarnation: a topic deleted and created again
-    changes it, so records fetched from the old incarnation are never served as the new
-    one's. Secret settings (what Spark's redaction covers) count through a 16-bit scrypt
-    tag only: a changed password gives a new id, while the id, which Spark logs, says
-    next to nothing about the password."""
-    plain = {k: v for k, v in options.items() if not re.search(REDACTION, k)}
-    secret = {k: v for k, v in options.items() if k not in plain}
-    digest = hashlib.sha256(json.dumps([sorted(plain.items()), sorted(topic_ids.items())])
-                            .encode()).hexdigest()[:20]
-    return f"mirrorflow-reader-{digest}" + (f"-{_secret_tag(json.dumps(sorted(secret.items())))}"
-                                           if secret else "")
+def read_groups(spark, cluster: ClusterConfig, groups: Sequence[Sequence[OffsetRange]],
+                isolation: str | None = None):
+    """A DataFrame of every record of the ranges of ``groups``: a Spark task per group,
+    each reading its ranges (one per partition) with one consumer."""
+    return (spark.read.format(FORMAT).options(**kafka_options(cluster, isolation))
+            .option("ranges", json.dumps([[list(r) for r in group] for group in groups]))
+            .load())
 
 
-@functools.lru_cache(maxsize=64)
-def _secret_tag(secrets: str) -> str:
-    return hashlib.scrypt(secrets.encode(), salt=b"mirrorflow-reader", n=2 ** 14, r=8, p=1,
-                          dklen=2).hex()
-
-
-def read_ranges(spark, cluster: ClusterConfig, ranges: Iterable[OffsetRange],
-                split_records: int | None = None, isolation: str | None = None, *,
-                topic_ids: Mapping[str, str]):
-    """A DataFrame of every record of ``ranges`` (one range per partition at most).
-    ``split_records`` lets Spark read a long range in several input partitions (the
-    check may; the mirror never does, to write each range in order in one task).
-    ``topic_ids``: the flow's topics on ``cluster`` and their ids (:func:`reader_group`)."""
-    assign: dict[str, list[int]] = {}
-    starts: dict[str, dict[str, int]] = {}
-    ends: dict[str, dict[str, int]] = {}
+def grouped(ranges: Iterable[OffsetRange], tasks: int,
+            split_records: int | None = None) -> list[list[OffsetRange]]:
+    """``ranges`` dealt out to at most ``tasks`` groups, a range longer than
+    ``split_records`` cut into pieces first: largest first to the least loaded group that
+    does not read its partition yet (a group reads a partition once; a range's pieces are
+    never more than ``tasks`` where :func:`read_tasks` counted them)."""
+    pieces: list[OffsetRange] = []
     for topic, partition, start, end in ranges:
-        assign.setdefault(topic, []).append(partition)
-        starts.setdefault(topic, {})[str(partition)] = start
-        ends.setdefault(topic, {})[str(partition)] = end
-    options = kafka_options(cluster, isolation)
-    options["kafka.group.id"] = reader_group(options, topic_ids)
-    reader = (spark.read.format("kafka").options(**options)
-              .option("assign", json.dumps(assign))
-              .option("startingOffsets", json.dumps(starts))
-              .option("endingOffsets", json.dumps(ends))
-              .option("includeHeaders", "true")
-              .option("failOnDataLoss", "false"))
-    if split_records:
-        reader = reader.option("maxRecordsPerPartition", str(split_records))
-    return reader.load()
+        step = split_records or max(end - start, 1)
+        pieces += [(topic, partition, lo, min(lo + step, end))
+                   for lo in range(start, max(end, start + 1), step)]
+    groups: list[list[OffsetRange]] = [[] for _ in range(max(1, min(tasks, len(pieces))))]
+    loads = [0] * len(groups)
+    for piece in sorted(pieces, key=lambda r: r[2] - r[3]):
+        free = [g for g, group in enumerate(groups)
+                if all(r[:2] != piece[:2] for r in group)]
+        if not free:  # more pieces of one partition than tasks: one more group
+            groups.append([])
+            loads.append(0)
+            free = [len(groups) - 1]
+        g = min(free, key=lambda g: (loads[g], g))
+        groups[g].append(piece)
+        loads[g] += piece[3] - piece[2]
+    return [group for group in groups if group]
+
+
+def read_tasks(sizes: Sequence[int], slots: int, split_records: int | None = None) -> int:
+    """Tasks for reading ranges of ``sizes`` offsets: as many as the flow's write slots
+    for them, or one per ``split_records`` where that is more."""
+    return max(slots, -(-sum(sizes) // split_records) if split_records else 0, 1)
 
 
 def for_writer(frame, *extra):

@@ -1,5 +1,6 @@
-"""The mirror: each planned range is read by Spark's Kafka source and written, exactly
-once, by the same Spark task (``mapInArrow``), so records enter Python once.
+"""The mirror: each write slot's ranges are read by mirrorflow's range source (one Spark
+task and one consumer a slot) and written, exactly once, by the same Spark task
+(``mapInArrow``), so records enter Python once.
 
 The driver reads the remote partitions' resume positions first and reads each range
 from where its writing stopped (a retry of a plan reads only what is left); the task's
@@ -12,13 +13,12 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import re
 from collections.abc import Iterator
 from dataclasses import replace
 
 from mirrorflow.config.loader import parse_config
 from mirrorflow.config.model import FlowConfig, MirrorConfig
-from mirrorflow.errors import DataLossError, MirrorflowError, error_named, one_line
+from mirrorflow.errors import DataLossError, MirrorflowError, one_line, raised_within
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.quality import digests
@@ -31,7 +31,7 @@ from mirrorflow.source.plan_records import Plan
 from mirrorflow.source.plan_store import PlanStore
 from mirrorflow.source.write_task import WriteError, WriteTask
 from mirrorflow.source.writer import SlotWriter
-from mirrorflow.spark.kafka_source import for_writer, read_ranges
+from mirrorflow.spark.kafka_source import for_writer, read_groups
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
         from pyspark.sql import functions as F
 
         transfer = flow.schema_transfer
-        frame = for_writer(_slot_reads(spark, source, reads, plan.topic_ids),
+        frame = for_writer(_slot_reads(spark, source, reads),
                            *digests.writer_columns(
                                F, headers=transfer is None or transfer.include_headers))
         known = mapping.stored(PlanStore(config, flow).topic.read()) if transfer else {}
@@ -117,22 +117,10 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
     return plan_result(config, flow, plan, attempt)
 
 
-def _slot_reads(spark, source, reads: dict[int, list[tuple[str, int, int, int]]],
-                topic_ids: dict[str, str]):
-    """The ranges to write, in one Spark partition per write slot, each slot's ranges one
-    after another. Where every slot has one range, one Kafka read gives exactly that (a
-    partition per range); otherwise a union of one-partition reads, one per slot (each
-    read costs the driver an offset lookup, so it is not the default), with Spark 4's
-    partition-wise union off (it would zip alike children into one partition: two
-    slots in one task)."""
-    if all(len(ranges) == 1 for ranges in reads.values()):
-        return read_ranges(spark, source, [ranges[0] for ranges in reads.values()],
-                           topic_ids=topic_ids)
-    spark.conf.set("spark.sql.unionOutputPartitioning", "false")
-    read = functools.partial(read_ranges, spark, source, topic_ids=topic_ids)
-    frames = [read(ranges).coalesce(1) if len(ranges) > 1 else read(ranges)
-              for _, ranges in sorted(reads.items())]
-    return functools.reduce(lambda x, y: x.union(y), frames)
+def _slot_reads(spark, source, reads: dict[int, list[tuple[str, int, int, int]]]):
+    """The ranges to write, a Spark task (and one consumer) per write slot, reading that
+    slot's ranges."""
+    return read_groups(spark, source, [ranges for _, ranges in sorted(reads.items())])
 
 
 def plan_result(config: MirrorConfig, flow: FlowConfig, plan: Plan,
@@ -198,19 +186,13 @@ def plan_result(config: MirrorConfig, flow: FlowConfig, plan: Plan,
     return {"plan_id": plan.plan_id, "ranges": ranges}
 
 
-_RAISED = re.compile(r"mirrorflow\.[\w.]*?(\w+Error): (.+)")
-
-
 def worker_error(exc: Exception) -> MirrorflowError:
-    """The error a write task raised, as a mirrorflow error of its own type with its own
-    one-line message (Spark wraps it in a Java exception with the worker's traceback);
-    anything else is a :class:`MirrorJobError` quoting the first exception of Spark's
-    text."""
-    found = _RAISED.findall(str(exc))
-    if found:
-        name, message = found[-1]
-        return error_named(name, message.strip(), WriteError)
-    return MirrorJobError(f"the mirror's Spark job failed: {one_line(exc)}")
+    """The error a write task (or the range source reading for it) raised, as a mirrorflow
+    error of its own type with its own one-line message (Spark wraps it in a Java
+    exception with the worker's traceback); anything else is a :class:`MirrorJobError`
+    quoting the first exception of Spark's text."""
+    return (raised_within(str(exc), WriteError)
+            or MirrorJobError(f"the mirror's Spark job failed: {one_line(exc)}"))
 
 
 def _check_topics_exist(source, topics: set[str]) -> None:

@@ -1,10 +1,10 @@
 """Spark sessions for mirrorflow: settings every session gets, wherever it runs.
 
-* in-process or ``spark-submit`` (``local[*]``, ``spark://``, ``yarn``, ``k8s://``): the
-  Kafka connector's jars (``jvm/pom.xml``'s ``spark-kafka`` classpath) go in
+* in-process or ``spark-submit`` (``local[*]``, ``spark://``, ``yarn``, ``k8s://``):
+  mirrorflow's Kafka range source (``jvm/connector``, :func:`connector_jars`) goes in
   ``spark.jars``;
-* Spark Connect (``sc://host:port``): a long-lived server that has the connector on its
-  classpath already (:mod:`mirrorflow.dev.connect_server` starts one locally); a run
+* Spark Connect (``sc://host:port``): a long-lived server that has the range source on
+  its classpath already (:mod:`mirrorflow.dev.connect_server` starts one locally); a run
   starts no JVM.
 """
 
@@ -46,36 +46,16 @@ SPARK_CONF = {
     # in bytes so that 1 MiB records never make a batch of gigabytes.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
     "spark.sql.execution.arrow.maxBytesPerBatch": str(8 * 1024 * 1024),
-    # Spark's own default list minus kafka: Kafka batch reads through the connector's
-    # DataSource V2 reader, which hands its rows on; the V1 relation turns each into an
-    # external Row and back (a fifth of a read's time).
-    "spark.sql.sources.useV1SourceList": "avro,csv,json,orc,parquet,text",
     "spark.redaction.regex": REDACTION,
     "spark.sql.redaction.options.regex": REDACTION,
     "spark.sql.redaction.string.regex": STRING_REDACTION,
     "spark.ui.showConsoleProgress": "false",
-    # Spark's pool of Kafka consumers (kafka_source.reader_group): room for the consumers
-    # of a flow of 1,000 partitions on both clusters (about 120 KiB of heap and two
-    # connections each; past it the oldest idle ones are closed), kept across runs of a
-    # schedule up to 15 minutes apart (Spark's default, 5 minutes, drops them between
-    # runs of a 5-minute schedule).
-    "spark.kafka.consumer.cache.capacity": "2048",
-    "spark.kafka.consumer.cache.timeout": "15m",
-    # Beside each consumer, Spark keeps its last poll (the records, and the fetch response
-    # their headers point into) for the read that goes on from there, 5 minutes by default.
-    # A run's next read does, a schedule interval later, but finds there only what had
-    # arrived when the last read ended, and polls for the rest all the same. In make soak
-    # those polls (425,000 records) were most of the server's 540 MiB live heap, over G1's
-    # threshold: it marked its heap without pause.
-    "spark.kafka.consumer.fetchedData.cache.timeout": "10s",
-    "spark.kafka.consumer.fetchedData.cache.evictorThreadRunInterval": "5s",
 }
 # Settings a Spark Connect client may change for its session (the rest are the server's):
 # the redaction patterns among them, so that a server of the user's own that lacks them
 # still redacts this session's statements and plans before they reach its UI and event log.
 SESSION_CONF = ("spark.sql.execution.arrow.maxRecordsPerBatch",
                 "spark.sql.execution.arrow.maxBytesPerBatch",
-                "spark.sql.sources.useV1SourceList",
                 "spark.sql.redaction.options.regex",
                 "spark.sql.redaction.string.regex")
 
@@ -123,8 +103,9 @@ def flow_session_key(config: MirrorConfig, flow: FlowConfig) -> str:
 
 
 def connector_jars() -> list[str]:
-    """Spark's Kafka connector and its own dependencies (Spark provides the rest)."""
-    return jvm.jars("spark-kafka")
+    """mirrorflow's Kafka range source for Spark (``jvm/connector``) and the Kafka client it
+    runs (Spark provides the rest)."""
+    return jvm.connector_jars()
 
 
 # The session setting that records which code a session was given (ship_package).
@@ -221,7 +202,7 @@ def check_connect_server(master: str, timeout: float = 10.0) -> None:
 def get_session(master: str, app_name: str = "mirrorflow", session_key: str | None = None):
     """A SparkSession on ``master``: a Spark Connect client for ``sc://`` URLs (the
     session of ``session_key`` where given: :func:`flow_session_url`), else an
-    in-process driver with the Kafka connector's jars."""
+    in-process driver with the range source's jars."""
     from pyspark.sql import SparkSession
 
     if is_connect(master):

@@ -51,7 +51,7 @@ class ClassArchive:
     from the jars takes seconds off every spark-submit run (measured, a run of 8 records:
     21-24 s -> 17-20 s). The first run writes it as its JVM exits, under a name of its
     own that :meth:`settle` moves into place once that JVM exited normally; later runs
-    map it. The archive's name changes with pyspark, the Kafka connector and the java
+    map it. The archive's name changes with pyspark, the range source's jars and the java
     binary (its path and time); a JVM that finds it does not match ignores it (with a
     warning)."""
 

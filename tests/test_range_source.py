@@ -1,36 +1,53 @@
-"""Spark's own Kafka source over planned ranges, and the mirror through it, in an
-in-process Spark session (local[2]) with the connector from jvm/pom.xml."""
+"""mirrorflow's Kafka range source (``jvm/connector``, format ``mirrorflow-kafka``) over
+planned ranges on real brokers, and the mirror through it, in an in-process Spark session
+(local[2])."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
-from helpers.kafka import config_file, create_topic, produce, read_partition, topics, varied_records
+from helpers.kafka import (
+    config_file,
+    create_topic,
+    delete_records,
+    produce,
+    read_partition,
+    varied_records,
+)
 from mirrorflow.config.loader import load_config, parse_config
-from mirrorflow.kafka import clients
 from mirrorflow.source.plan import plan_run
-from mirrorflow.spark.kafka_source import kafka_options, read_ranges, reader_group
-from mirrorflow.spark.mirror import mirror
+from mirrorflow.spark.kafka_source import (
+    RangeReadError,
+    grouped,
+    kafka_options,
+    read_groups,
+    read_tasks,
+)
+from mirrorflow.spark.mirror import mirror, worker_error
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
-# Spark's Kafka source with includeHeaders=true: the schema the writer consumes.
+# Spark's Kafka source schema with includeHeaders=true, which the range source keeps.
 SPARK_KAFKA_SCHEMA = (
     "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
     "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,value:binary>>>")
 
 
-def test_pyspark_and_the_connector_are_the_same_spark_version(spark) -> None:
+def cluster_of(bootstrap: str, extra: str = ""):
+    return parse_config(f"clusters = a\na.bootstrap.servers = {bootstrap}\n{extra}").cluster("a")
+
+
+def test_the_range_source_runs_the_projects_kafka_client_in_the_pinned_spark(spark) -> None:
     import pyspark
 
+    from mirrorflow.jvm import kafka_version
     from mirrorflow.spark.session import connector_jars
 
-    names = [Path(j).name for j in connector_jars()]
-    assert f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar" in names
+    names = sorted(Path(j).name for j in connector_jars())
+    assert names == [f"kafka-clients-{kafka_version()}.jar", "mirrorflow-connector-0.jar"]
     assert spark.version == pyspark.__version__ == "4.2.0"
 
 
@@ -39,17 +56,17 @@ def test_exact_ranges_with_headers_nulls_and_timestamps(spark, two_clusters) -> 
     create_topic(a, "orders", 2)
     records = varied_records(400)
     produce(a, "orders", records, 2)
-    cluster = parse_config(f"clusters = a\na.bootstrap.servers = {a}\n").cluster("a")
-    frame = read_ranges(spark, cluster, [("orders", 0, 10, 150), ("orders", 1, 0, 200)],
-                        topic_ids={})
+    cluster = cluster_of(a)
+    frame = read_groups(spark, cluster, [[("orders", 0, 10, 150)], [("orders", 1, 0, 200)]])
     assert frame.schema.simpleString() == SPARK_KAFKA_SCHEMA
-    assert frame.rdd.getNumPartitions() == 2  # one input partition per range
-    # The connector's DataSource V2 reader (session.SPARK_CONF), not the V1 relation.
+    assert frame.rdd.getNumPartitions() == 2  # one input partition per group
     plan = frame._jdf.queryExecution().executedPlan().toString()
-    assert "KafkaSourceProvider$KafkaScan" in plan and "ExistingRDD" not in plan, plan
-    rows = frame.orderBy("partition", "offset").collect()
+    assert "BatchScan" in plan and "mirrorflow-kafka [2 groups, 2 ranges]" in plan, plan
+    one = read_groups(spark, cluster, [[("orders", 0, 10, 150), ("orders", 1, 0, 200)]])
+    assert one.rdd.getNumPartitions() == 1  # one task, one consumer, both partitions
+    rows = one.collect()
     by_part = {p: [r for r in rows if r.partition == p] for p in (0, 1)}
-    assert [r.offset for r in by_part[0]] == list(range(10, 150))
+    assert [r.offset for r in by_part[0]] == list(range(10, 150))  # each in offset order
     assert [r.offset for r in by_part[1]] == list(range(200))
     for p, first in ((0, 10), (1, 0)):
         expected = records[p::2][first:first + len(by_part[p])]
@@ -60,6 +77,63 @@ def test_exact_ranges_with_headers_nulls_and_timestamps(spark, two_clusters) -> 
                 int(r.timestamp.timestamp() * 1000 + 0.5)) for r in by_part[p]]
         assert got == expected
         assert {r.timestampType for r in by_part[p]} == {0}
+
+
+def test_one_task_reads_many_partitions_exactly_with_one_consumer(spark, two_clusters) -> None:
+    """300 partitions of 3 records in one group: every record once, none past its end."""
+    a = two_clusters["a"]
+    create_topic(a, "many", 300)
+    produce(a, "many", [(None, f"v{i}".encode(), None, 1_700_000_000_000 + i)
+                        for i in range(1200)], 300)
+    frame = read_groups(spark, cluster_of(a), [[("many", p, 1, 4) for p in range(300)]])
+    assert frame.rdd.getNumPartitions() == 1
+    got = sorted((r.partition, r.offset, bytes(r.value)) for r in frame.collect())
+    assert got == [(p, o, f"v{p + 300 * o}".encode()) for p in range(300) for o in (1, 2, 3)]
+
+
+def test_a_range_below_the_log_start_or_past_its_end_reads_what_the_log_holds(
+        spark, two_clusters) -> None:
+    """Retention removed offsets 0..29: the read goes on from the log start (the writer and
+    the proof name the gap); a range planned past the log's end ends there."""
+    a = two_clusters["a"]
+    create_topic(a, "kept", 2)
+    produce(a, "kept", varied_records(200), 2)
+    delete_records(a, "kept", 0, 30)
+    frame = read_groups(spark, cluster_of(a), [[("kept", 0, 10, 60), ("kept", 1, 90, 130)]])
+    got = sorted((r.partition, r.offset) for r in frame.collect())
+    assert got == [(0, o) for o in range(30, 60)] + [(1, o) for o in range(90, 100)]
+
+
+def test_a_deleted_topic_fails_the_read_naming_it(spark, two_clusters) -> None:
+    """The JVM's RangeReadException, as the mirror raises it again: RangeReadError with its
+    one-line message."""
+    from py4j.protocol import Py4JJavaError
+
+    a = two_clusters["a"]
+    with pytest.raises(Py4JJavaError) as failed:
+        read_groups(spark, cluster_of(a), [[("absent", 0, 0, 5)]]).collect()
+    error = worker_error(failed.value)
+    assert type(error) is RangeReadError
+    assert str(error) == ("source topic 'absent' partition 0 no longer exists (reading topic "
+                          "'absent' partition 0 [0, 5) at 0)")
+
+
+def test_groups_deal_ranges_and_their_pieces_without_a_partition_twice() -> None:
+    ranges = [("t", 0, 0, 250), ("t", 1, 0, 10), ("u", 0, 5, 6), ("u", 1, 7, 7)]
+    tasks = read_tasks([250, 10, 1, 0], 1, 100)
+    assert tasks == 3
+    groups = grouped(ranges, tasks, 100)
+    assert sorted(r for g in groups for r in g) == [
+        ("t", 0, 0, 100), ("t", 0, 100, 200), ("t", 0, 200, 250), ("t", 1, 0, 10),
+        ("u", 0, 5, 6), ("u", 1, 7, 7)]
+    assert all(len({r[:2] for r in g}) == len(g) for g in groups)
+    assert len(groups) == 3
+    assert grouped(ranges, 1) == [[("t", 0, 0, 250), ("t", 1, 0, 10), ("u", 0, 5, 6),
+                                   ("u", 1, 7, 7)]]
+    # Fewer tasks than one range's pieces: a group more for each piece (never one
+    # partition twice in a group).
+    assert grouped([("t", 0, 0, 30)], 2, 10) == [[("t", 0, 0, 10)], [("t", 0, 10, 20)],
+                                                 [("t", 0, 20, 30)]]
 
 
 def test_read_committed_hides_aborted_records_and_uncommitted_shows_them(spark,
@@ -78,11 +152,9 @@ def test_read_committed_hides_aborted_records_and_uncommitted_shows_them(spark,
     for level, expected in (("read_committed", [(0, b"c0"), (1, b"c1"), (6, b"c2")]),
                             ("read_uncommitted", [(0, b"c0"), (1, b"c1"), (3, b"a0"),
                                                   (4, b"a1"), (6, b"c2")])):
-        cluster = parse_config(f"clusters = a\na.bootstrap.servers = {a}\n"
-                               f"a.consumer.isolation.level = {level}\n").cluster("a")
+        cluster = cluster_of(a, f"a.consumer.isolation.level = {level}\n")
         assert kafka_options(cluster)["kafka.isolation.level"] == level
-        rows = read_ranges(spark, cluster, [("txn", 0, 0, 8)], topic_ids={}) \
-            .orderBy("offset").collect()
+        rows = read_groups(spark, cluster, [[("txn", 0, 0, 8)]]).orderBy("offset").collect()
         assert [(r.offset, bytes(r.value)) for r in rows] == expected, level
 
 
@@ -97,7 +169,7 @@ def test_secrets_in_kafka_options_are_redacted_where_spark_shows_options(spark,
         "a.ssl.key.password = k3y-planted\n").cluster("a")
     options = kafka_options(cluster)
     assert 's3cr3t-planted' in options["kafka.sasl.jaas.config"]  # the client needs it
-    frame = read_ranges(spark, cluster, [("orders", 0, 0, 1)], topic_ids={})
+    frame = read_groups(spark, cluster, [[("orders", 0, 0, 1)]])
     assert "planted" not in frame._jdf.queryExecution().toString()
     # How Spark renders data source options (UI, event log, explain): with our patterns.
     jvm = spark.sparkContext._jvm
@@ -106,69 +178,6 @@ def test_secrets_in_kafka_options_are_redacted_where_spark_shows_options(spark,
     assert "planted" not in shown
     assert "kafka.sasl.jaas.config -> *********(redacted)" in shown
     assert "kafka.ssl.key.password -> *********(redacted)" in shown
-
-
-def test_reads_reuse_sparks_consumers_but_never_serve_an_old_incarnations_records(
-        spark, two_clusters) -> None:
-    """Reads with one flow's group id (reader_group) share Spark's pooled consumers and the
-    records a fetch brought past a range's end: the second read of a topic is served the
-    records the first one fetched. After the topic is deleted and created again its new id
-    makes a new group id, and the read returns the new incarnation's records."""
-    from confluent_kafka.admin import AdminClient
-
-    a = two_clusters["a"]
-    cluster = parse_config(f"clusters = a\na.bootstrap.servers = {a}\n").cluster("a")
-    # The pool's room and keep-alive mirrorflow gives the servers it starts; the records a
-    # poll brought past a range's end, 10 s.
-    assert [spark.conf.get(f"spark.kafka.consumer.{k}") for k in (
-        "cache.capacity", "cache.timeout", "fetchedData.cache.timeout",
-        "fetchedData.cache.evictorThreadRunInterval")] == ["2048", "15m", "10s", "5s"]
-
-    def values(start: int, end: int, ids: dict[str, str]) -> list[bytes]:
-        rows = read_ranges(spark, cluster, [("reborn", 0, start, end)], topic_ids=ids)
-        return [bytes(r.value) for r in rows.orderBy("offset").collect()]
-
-    create_topic(a, "reborn", 1)
-    produce(a, "reborn", [(None, b"old%d" % i, None, 1_700_000_000_000) for i in range(6)], 1)
-    old = clients.topic_ids(cluster, ["reborn"])
-    assert values(0, 3, old) == [b"old0", b"old1", b"old2"]  # one fetch brings all six
-    admin = AdminClient({"bootstrap.servers": a})
-    admin.delete_topics(["reborn"])["reborn"].result(30)
-    deadline = time.monotonic() + 30
-    while "reborn" in topics(a) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    create_topic(a, "reborn", 1)
-    produce(a, "reborn", [(None, b"new%d" % i, None, 1_700_000_000_000) for i in range(6)], 1)
-    new = clients.topic_ids(cluster, ["reborn"])
-    assert new["reborn"] != old["reborn"]
-    assert values(3, 6, new) == [b"new3", b"new4", b"new5"]
-    # What the old id's group would be served: the pooled records of the first fetch.
-    assert values(3, 6, old) == [b"old3", b"old4", b"old5"]
-
-
-def test_reader_group_counts_settings_and_topic_ids_and_secrets_only_as_a_tag() -> None:
-    options = kafka_options(parse_config(
-        "clusters = a\na.bootstrap.servers = a:9092\n"
-        "a.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule "
-        'required username="mirror" password="first-planted";\n').cluster("a"))
-    ids = {"orders": "id-1", "payments": "id-2"}
-    group = reader_group(options, ids)
-    assert group.startswith("mirrorflow-reader-") and "planted" not in group
-    assert reader_group(dict(reversed(options.items())), dict(reversed(ids.items()))) == group
-    rotated = {**options, "kafka.sasl.jaas.config": options["kafka.sasl.jaas.config"]
-               .replace("first-planted", "second-planted")}
-    # A new password changes only the last four hex digits (a 16-bit tag).
-    assert reader_group(rotated, ids)[:-4] == group[:-4]
-    assert reader_group(rotated, ids) != group
-    assert len(group.rsplit("-", 1)[1]) == 4
-    for other in ({**options, "kafka.bootstrap.servers": "b:9092"},
-                  {**options, "kafka.isolation.level": "read_uncommitted"}):
-        assert reader_group(other, ids)[:-5] != group[:-5]
-    assert reader_group(options, {**ids, "orders": "id-3"}) != group
-    assert reader_group(options, {"orders": "id-1"}) != group
-    plain = kafka_options(parse_config("clusters = a\na.bootstrap.servers = a:9092\n")
-                          .cluster("a"))
-    assert len(reader_group(plain, ids).split("-")) == 3  # no secrets, no tag
 
 
 def test_one_mib_values_survive_the_mirror_exactly(spark, two_clusters, tmp_path: Path) -> None:

@@ -1,0 +1,164 @@
+package dev.mirrorflow.spark;
+
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.mirrorflow.kafka.read.RangeConsumers;
+import dev.mirrorflow.kafka.read.TopicRange;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.common.TopicPartition;
+
+/**
+ * The options of a {@code mirrorflow-kafka} read, checked on the driver before any task
+ * starts, each fault an {@link IllegalArgumentException} with a one-line message naming the
+ * option.
+ *
+ * <ul>
+ *   <li>{@code ranges}: JSON {@code [[["topic", partition, start, end], ...], ...]}, a list of
+ *       groups; each group is one input partition (one task, one consumer) and names each
+ *       partition at most once; {@code end} is exclusive.</li>
+ *   <li>{@code kafka.*}: consumer settings, the prefix stripped ({@code kafka.bootstrap.servers}
+ *       is required); the reader's own settings win ({@link RangeConsumers}), so a
+ *       {@code kafka.group.id} is ignored.</li>
+ *   <li>{@code pollTimeoutMs} (default 1000) and {@code timeoutMs} (default 120000): see
+ *       {@link dev.mirrorflow.kafka.read.RangeReader}.</li>
+ * </ul>
+ * Option names are case-insensitive, as Spark's are.
+ *
+ * @param groups        the ranges, group by group
+ * @param kafka         the consumer settings as given (prefix stripped)
+ * @param pollTimeoutMs the longest one poll waits
+ * @param timeoutMs     the longest a reader waits with no range advancing
+ */
+public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kafka, long pollTimeoutMs,
+                          long timeoutMs) implements Serializable {
+
+    private static final long serialVersionUID = 1L;
+    private static final String PREFIX = "kafka.";
+    private static final String SHAPE = "[[[\"topic\", partition, start, end], ...], ...]";
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    /** Parses and checks Spark's options of a read. */
+    public static ReadOptions parse(Map<String, String> options) {
+        Map<String, String> lower = new HashMap<>();
+        Map<String, String> kafka = new HashMap<>();
+        for (Map.Entry<String, String> option : options.entrySet()) {
+            String key = option.getKey().toLowerCase(Locale.ROOT);
+            lower.put(key, option.getValue());
+            if (key.startsWith(PREFIX)) {
+                kafka.put(option.getKey().substring(PREFIX.length()), option.getValue());
+            }
+        }
+        String servers = kafka.get(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG);
+        if (servers == null || servers.isBlank()) {
+            throw new IllegalArgumentException("option 'kafka.bootstrap.servers' is required: the brokers to read from");
+        }
+        try {
+            ConsumerConfig.configDef().parse(RangeConsumers.settings(kafka));
+        } catch (ConfigException e) {
+            throw new IllegalArgumentException("option 'kafka.*' has a bad consumer setting: "
+                    + oneLine(e.getMessage()), e);
+        }
+        return new ReadOptions(groups(lower.get("ranges")), kafka, millis(lower, "pollTimeoutMs", 1000),
+                millis(lower, "timeoutMs", 120_000));
+    }
+
+    /** The ranges and setting names, never the settings' values (they may hold secrets). */
+    @Override
+    public String toString() {
+        return "ReadOptions[" + groups.size() + " groups, " + groups.stream().mapToInt(List::size).sum()
+                + " ranges, kafka settings " + new java.util.TreeSet<>(kafka.keySet()) + ", pollTimeoutMs="
+                + pollTimeoutMs + ", timeoutMs=" + timeoutMs + "]";
+    }
+
+    private static List<List<TopicRange>> groups(String json) {
+        if (json == null || json.isBlank()) {
+            throw new IllegalArgumentException("option 'ranges' is required: JSON " + SHAPE);
+        }
+        JsonNode root;
+        try {
+            root = JSON.readTree(json);
+        } catch (JsonProcessingException e) {
+            String problem = oneLine(e.getOriginalMessage());
+            int detail = problem.indexOf(" (start marker at");
+            throw new IllegalArgumentException("option 'ranges' is not valid JSON at line " + e.getLocation().getLineNr()
+                    + ", column " + e.getLocation().getColumnNr() + ": "
+                    + (detail > 0 ? problem.substring(0, detail) : problem));
+        }
+        if (root == null || !root.isArray()) {
+            throw new IllegalArgumentException("option 'ranges' must be a JSON list of groups " + SHAPE + ", got "
+                    + excerpt(root));
+        }
+        List<List<TopicRange>> groups = new ArrayList<>(root.size());
+        for (int g = 0; g < root.size(); g++) {
+            JsonNode group = root.get(g);
+            if (!group.isArray()) {
+                throw new IllegalArgumentException("option 'ranges': group " + g
+                        + " must be a list of [topic, partition, start, end], got " + excerpt(group));
+            }
+            List<TopicRange> ranges = new ArrayList<>(group.size());
+            Set<TopicPartition> seen = new HashSet<>();
+            for (int r = 0; r < group.size(); r++) {
+                TopicRange range = range(group.get(r), g, r);
+                if (!seen.add(range.topicPartition())) {
+                    throw new IllegalArgumentException("option 'ranges': group " + g + " names topic '"
+                            + range.topic() + "' partition " + range.partition()
+                            + " twice; a group reads one range per partition");
+                }
+                ranges.add(range);
+            }
+            groups.add(List.copyOf(ranges));
+        }
+        return List.copyOf(groups);
+    }
+
+    private static TopicRange range(JsonNode node, int g, int r) {
+        boolean shaped = node.isArray() && node.size() == 4 && node.get(0).isTextual()
+                && !node.get(0).asText().isEmpty() && node.get(1).canConvertToInt();
+        for (int i = 1; shaped && i < 4; i++) {
+            shaped = node.get(i).isIntegralNumber() && node.get(i).canConvertToLong() && node.get(i).asLong() >= 0;
+        }
+        if (!shaped) {
+            throw new IllegalArgumentException("option 'ranges': group " + g + " range " + r
+                    + " must be [topic, partition, start, end] (a topic name and three integers >= 0), got "
+                    + excerpt(node));
+        }
+        return new TopicRange(node.get(0).asText(), node.get(1).asInt(), node.get(2).asLong(), node.get(3).asLong());
+    }
+
+    private static long millis(Map<String, String> lower, String name, long otherwise) {
+        String text = lower.get(name.toLowerCase(Locale.ROOT));
+        if (text == null) {
+            return otherwise;
+        }
+        try {
+            long value = Long.parseLong(text.strip());
+            if (value > 0) {
+                return value;
+            }
+        } catch (NumberFormatException e) {
+            // told below
+        }
+        throw new IllegalArgumentException("option '" + name + "' must be a whole number of milliseconds > 0, got '"
+                + oneLine(text) + "'");
+    }
+
+    private static String excerpt(JsonNode node) {
+        String text = node == null ? "nothing" : node.toString();
+        return text.length() <= 120 ? text : text.substring(0, 117) + "...";
+    }
+
+    private static String oneLine(String text) {
+        return text == null ? "" : text.replaceAll("\\s*[\\r\\n]+\\s*", " ").strip();
+    }
+}
