@@ -223,6 +223,5 @@ def spark():
 
     session = get_session("local[2]", "mirrorflow-tests")
     session.conf.set("spark.sql.shuffle.partitions", 4)
-    session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", 2000)
     yield session
     session.stop()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import record_size
 from helpers.kafka import (
     alter_topic,
     config_file,
@@ -23,7 +24,6 @@ from helpers.kafka import (
 from mirrorflow.config.loader import load_config
 from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle
-from mirrorflow.source import record_size
 from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan import plan_run
 from mirrorflow.source.plan_store import PlanStore

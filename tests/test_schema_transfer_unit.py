@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import struct
 
-import numpy as np
 import pyarrow as pa
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
@@ -17,6 +16,7 @@ from mirrorflow.config.errors import ConfigError
 from mirrorflow.config.loader import parse_config
 from mirrorflow.dev.schema_registry import LocalRegistry
 from mirrorflow.schema import wire
+from mirrorflow.schema.ids_in_ranges import FoundIds, refuse, rewrite_table
 from mirrorflow.schema.mapping import IdMapping, ProofView
 from mirrorflow.schema.registries import RegistryRefusedError, SchemaTransferError
 from mirrorflow.schema.transfer import IdMapper
@@ -99,22 +99,18 @@ def wire_record(schema_id: int, body: bytes) -> bytes:
     return b"\x00" + struct.pack(">I", schema_id) + body
 
 
-def test_the_rewrite_changes_bytes_1_to_4_only_in_arrow_and_in_spark_sql(spark) -> None:
+def test_the_proofs_rewrite_changes_bytes_1_to_4_only_in_spark_sql(spark) -> None:
+    """The proof's view of a transfer (the writers' rewrite is the JVM's SchemaIds)."""
     values = [wire_record(1, b"abc"), None, wire_record(2, b""), wire_record(1, b"\x00" * 9)]
-    column = pa.array(values, pa.binary()).slice(0)
-    ids, is_wire, null = wire.schema_ids(pa.array([b"xx", *values])[1:])
-    assert ids.tolist() == [1, 0, 2, 1] and is_wire.tolist() == [True, False, True, True]
-    assert null.tolist() == [False, True, False, False]
-    out = wire.rewrite(column, np.array([1001, 0, 1002, 1001]), is_wire).to_pylist()
-    assert out == [wire_record(1001, b"abc"), None, wire_record(1002, b""),
-                   wire_record(1001, b"\x00" * 9)]
     from pyspark.sql import functions as F
 
     frame = spark.createDataFrame([("t", v) for v in values] + [("u", wire_record(1, b"z"))],
                                   "topic string, value binary")
     rows = frame.select(wire.rewrite_sql(F, "value", "topic", {("t", 1): 1001, ("t", 2): 1002})
                         .alias("v")).collect()
-    assert [r["v"] and bytes(r["v"]) for r in rows] == [*out, wire_record(1, b"z")]
+    assert [r["v"] and bytes(r["v"]) for r in rows] == [
+        wire_record(1001, b"abc"), None, wire_record(1002, b""), wire_record(1001, b"\x00" * 9),
+        wire_record(1, b"z")]
 
 
 def test_two_source_ids_with_one_target_id_stand_for_each_other_in_the_proof() -> None:
@@ -141,6 +137,37 @@ def mapper(east: LocalRegistry, west: LocalRegistry, extra: str = "",
                     known or {}, flow.policy().is_heartbeats_topic)
 
 
+def apply(m: IdMapper, records: pa.RecordBatch, topic: str, remote: str):
+    """What a write of ``records`` (of source ``topic``) does with the driver's mappings:
+    the ids found (:class:`FoundIds`, as the pass in Spark finds them), a record not in the
+    wire format refused, each id mapped, and bytes 1-4 rewritten as the JVM writer's
+    ``SchemaIds`` does (its own JUnit tests pin that); returns (records written, used)."""
+    if m.exempt(topic):
+        return records, set()
+    found = FoundIds()
+    for part in m.transfer.fields:
+        found.ids[part] = set()
+        for offset, data in zip(records.column("offset").to_pylist(),
+                                records.column(part).to_pylist(), strict=True):
+            if data is None:
+                continue
+            if len(data) >= wire.HEADER and data[0] == 0:
+                found.ids[part].add(struct.unpack(">I", data[1:5])[0])
+            elif part not in found.refused:
+                found.refused[part] = (offset, len(data), data[0] if data else None)
+    refuse({(topic, 0): found}, m.transfer, m.flow_name)
+    table = rewrite_table(m, {(topic, 0): found}, {topic: remote})
+    columns = {}
+    for part, ids in table.get(remote, {}).items():
+        columns[part] = pa.array([data if data is None or len(data) < wire.HEADER or data[0]
+                                  else data[:1] + struct.pack(">I", ids[str(
+                                      struct.unpack(">I", data[1:5])[0])]) + data[5:]
+                                  for data in records.column(part).to_pylist()], pa.binary())
+    out = pa.RecordBatch.from_arrays([columns.get(n, records.column(n))
+                                      for n in records.schema.names], schema=records.schema)
+    return out, {(part, i) for part, ids in found.ids.items() for i in ids}
+
+
 def batch(keys: list, values: list, topic: str = "orders") -> pa.RecordBatch:
     n = len(values)
     return pa.RecordBatch.from_pydict({
@@ -164,7 +191,7 @@ def test_protobuf_json_and_references_are_registered_under_the_remote_topics_sub
         {"title": "OrderKey", "type": "object", "properties": {"id": {"type": "integer"}}}),
         "JSON"))
     m = mapper(east, west)
-    out, used = m.apply(batch([wire_record(key, b"{}"), None],
+    out, used = apply(m, batch([wire_record(key, b"{}"), None],
                               [wire_record(price, b"\x08\x01"), wire_record(price, b"")]),
                         "orders", "a.orders")
     dest = SchemaRegistryClient({"url": west.url})
@@ -196,7 +223,7 @@ def test_record_name_strategies_and_ids_mapped_once(registries) -> None:
     west.registry.requests.clear()
     east.registry.requests.clear()
     for _ in range(3):  # the same id again: no registry call after the first
-        m.apply(batch([b"k"], [wire_record(v1, b"\x02")] * 1), "orders", "a.orders")
+        apply(m, batch([b"k"], [wire_record(v1, b"\x02")] * 1), "orders", "a.orders")
     assert [x.subject for x in m.uncommitted] == ["a.orders-shop.Order"]
     assert east.registry.requests == ["GET /schemas/ids/1", "GET /config/orders-shop.Order"]
     assert len(west.registry.requests) == 3  # has the subject? register, look up
@@ -204,7 +231,7 @@ def test_record_name_strategies_and_ids_mapped_once(registries) -> None:
     stored = mapper(east, west, "a->b.transforms.T.transfer.message.keys = false\n",
                     known={("a.orders", "value", v1): IdMapping("a.orders", "value", v1, 4242,
                                                                 "a.orders-value", 3)})
-    out, _ = stored.apply(batch([b"k"], [wire_record(v1, b"\x02")]), "orders", "a.orders")
+    out, _ = apply(stored, batch([b"k"], [wire_record(v1, b"\x02")]), "orders", "a.orders")
     assert out.column("value")[0].as_py() == wire_record(4242, b"\x02")
     assert len(east.registry.requests) == 2 and stored.uncommitted == []
 
@@ -214,7 +241,7 @@ def test_bad_records_and_refusals_name_their_offset_subject_and_registry(registr
     src = SchemaRegistryClient({"url": east.url})
     v1 = src.register_schema("orders-value", Schema(json.dumps(ORDER), "AVRO"))
     with pytest.raises(SchemaTransferError) as caught:
-        mapper(east, west).apply(batch([b"plain-key"], [wire_record(v1, b"")]), "orders",
+        apply(mapper(east, west), batch([b"plain-key"], [wire_record(v1, b"")]), "orders",
                                  "a.orders")
     assert str(caught.value).startswith(
         "source orders[0] offset 40: the record's key is not in Confluent's wire format (its "
@@ -222,14 +249,14 @@ def test_bad_records_and_refusals_name_their_offset_subject_and_registry(registr
     assert "set transfer.message.keys = false" in str(caught.value)
     with pytest.raises(SchemaTransferError, match=r"offset 41: the record's value is not in "
                                                   r"Confluent's wire format \(3 bytes\)"):
-        mapper(east, west).apply(batch([None, None], [wire_record(v1, b""), b"\x00\x00\x01"]),
+        apply(mapper(east, west), batch([None, None], [wire_record(v1, b""), b"\x00\x00\x01"]),
                                  "orders", "a.orders")
     # The target subject holds a schema the source's is not compatible with (BACKWARD).
     dest = SchemaRegistryClient({"url": west.url})
     dest.register_schema("a.orders-value", Schema(json.dumps(
         {**ORDER, "fields": [{"name": "sku", "type": "string"}]}), "AVRO"))
     with pytest.raises(RegistryRefusedError) as refused:
-        mapper(east, west).apply(batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
+        apply(mapper(east, west), batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
     assert str(refused.value).startswith(
         f"the target schema registry at {west.url} refused the schema of source id {v1} "
         "under subject 'a.orders-value': ")
@@ -237,7 +264,7 @@ def test_bad_records_and_refusals_name_their_offset_subject_and_registry(registr
     gone = west.url
     west.stop()
     with pytest.raises(SchemaTransferError) as silent:
-        mapper(east, west).apply(batch([None], [wire_record(v1, b"")]), "orders", "b.orders")
+        apply(mapper(east, west), batch([None], [wire_record(v1, b"")]), "orders", "b.orders")
     message = str(silent.value)
     assert message.startswith(f"the target schema registry at {gone} does not answer ")
     assert "\n" not in message
@@ -258,14 +285,14 @@ def test_user_info_is_a_secret_resolved_by_its_provider_and_never_shown(
         flow = config.flow("a->b")
         m = IdMapper(flow.schema_transfer, flow.name, config.cluster("a"), config.cluster("b"),
                      {}, flow.policy().is_heartbeats_topic)
-        out, _ = m.apply(batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
+        out, _ = apply(m, batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
         assert out.column("value")[0].as_py() == wire_record(1000, b"")
         # A wrong password is refused (401), and the message shows none of it.
         monkeypatch.setenv("WEST_AUTH", "bob:wrong-77")
         with pytest.raises(RegistryRefusedError) as refused:
-            IdMapper(flow.schema_transfer, flow.name, config.cluster("a"), config.cluster("b"),
-                     {}, flow.policy().is_heartbeats_topic).apply(
-                batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
+            apply(IdMapper(flow.schema_transfer, flow.name, config.cluster("a"),
+                           config.cluster("b"), {}, flow.policy().is_heartbeats_topic),
+                  batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
         assert str(refused.value) == (
             f"the target schema registry at {west.url} refused the versions of subject "
             "'a.orders-value': Unauthorized (HTTP 401, error 40101)")
@@ -274,9 +301,9 @@ def test_user_info_is_a_secret_resolved_by_its_provider_and_never_shown(
     with pytest.raises(SchemaTransferError) as silent:
         mapper_at = parse_config(config_text(transfer_lines(
             "http://alice:pw-1c2@127.0.0.1:1", f"http://127.0.0.1:{port}"))).flow("a->b")
-        IdMapper(mapper_at.schema_transfer, "a->b", config.cluster("a"), config.cluster("b"),
-                 {}, lambda topic: False).apply(batch([None], [wire_record(v1, b"")]),
-                                                "orders", "a.orders")
+        apply(IdMapper(mapper_at.schema_transfer, "a->b", config.cluster("a"),
+                       config.cluster("b"), {}, lambda topic: False),
+              batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
     assert str(silent.value).startswith("the source schema registry at http://127.0.0.1:1 "
                                         "does not answer (schema id 1): ")
     assert "pw-1c2" not in str(silent.value) and "alice" not in str(silent.value)
@@ -300,7 +327,7 @@ def test_sasl_inherit_logs_in_to_the_registry_as_the_clusters_sasl_user() -> Non
         m = IdMapper(flow.schema_transfer, flow.name, config.cluster("a"), config.cluster("b"),
                      {}, flow.policy().is_heartbeats_topic)
         assert m.source._conf["cache.capacity"] == 7
-        out, _ = m.apply(batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
+        out, _ = apply(m, batch([None], [wire_record(v1, b"")]), "orders", "a.orders")
         assert out.column("value")[0].as_py() == wire_record(1000, b"")
         # Every request carried the cluster's login: a 401 would have failed the mapping.
         assert east.registry.requests[-2:] == [f"GET /schemas/ids/{v1}",

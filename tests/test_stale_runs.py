@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 from test_airflow_run import flow_dag, states
 
-from helpers.kafka import config_file, create_topic, produce, read_partition, varied_records
+from helpers.kafka import (
+    config_file,
+    create_topic,
+    produce,
+    read_partition,
+    resume_position,
+    varied_records,
+)
 from mirrorflow.config.loader import load_config
 from mirrorflow.run import run_cycle
 from mirrorflow.source.offsets import OffsetStore
@@ -177,13 +184,13 @@ def test_a_plan_pending_past_offsets_retention_resumes_from_its_spans(
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
                        "emit.heartbeats.enabled = false\n")
     config = load_config(path)
-    interrupt_a_plan(config, "a->b", records, 300)
+    interrupt_a_plan(spark, config, "a->b", 300)
     assert len(read_partition(t, "a.orders", 0)) == 300
-    assert ledger.read_resume(config.cluster("b"), "a", [("a.orders", 0)])
+    assert resume_position(t, "a", "a.orders", 0) is not None
     group = ledger.progress_group("a")
     admin = AdminClient({"bootstrap.servers": t})  # alive until the answer comes
     admin.delete_consumer_groups([group])[group].result(30)
-    assert not ledger.read_resume(config.cluster("b"), "a", [("a.orders", 0)])
+    assert resume_position(t, "a", "a.orders", 0) is None
 
     result = run_cycle(path, "a->b", spark=spark)
     assert result.resumed and result.validation["success"]
@@ -192,25 +199,21 @@ def test_a_plan_pending_past_offsets_retention_resumes_from_its_spans(
     assert read_partition(t, "a.orders", 0) == read_partition(a, "orders", 0)
 
 
-def interrupt_a_plan(config, flow_name: str, records: list, written: int) -> None:
+def interrupt_a_plan(spark, config, flow_name: str, written: int) -> None:
     """A plan of ``orders[0]`` whose first attempt's writer committed ``written`` records
-    (transactions of 150) and then died."""
-    from test_writer import batch_of
+    (transactions of 150) and then stopped: the JVM writer on a task cut at ``written``."""
+    from dataclasses import replace
 
     from mirrorflow.source import ledger
     from mirrorflow.source.plan import plan_run
-    from mirrorflow.source.write_task import WriteTask
-    from mirrorflow.source.writer import SlotWriter
+    from mirrorflow.spark.mirror import MIRROR_FORMAT, mirror_options, write_tasks
 
-    plan, _ = plan_run(config, config.flow(flow_name), "interrupted")
-    source, target = flow_name.split("->")
-    ledger.spans_store(config.cluster(target), source).ensure()  # as the mirror's driver does
-    writer = SlotWriter([WriteTask(flow_name, plan.plan_id, "orders", 0, f"{source}.orders",
-                                   0, len(records), chunk_records=150,
-                                   slot=plan.ranges[0].slot)],
-                        config.cluster(target), config.cluster(source))
-    writer.open()
-    writer.write_batch(batch_of(records[:written], list(range(written))))
+    flow = config.flow(flow_name)
+    plan, _ = plan_run(config, flow, "interrupted")
+    ledger.spans_store(config.cluster(flow.target), flow.source).ensure()  # as the driver does
+    (task,) = [replace(t, end=written, chunk_records=150) for t in write_tasks(flow, plan)]
+    options = mirror_options(config, flow, {("orders", 0): task}, [[("orders", 0, 0, written)]])
+    spark.read.format(MIRROR_FORMAT).options(**options).load().collect()
 
 
 @pytest.mark.spark
@@ -231,7 +234,7 @@ def test_records_gone_from_the_source_before_the_proof_are_named_not_retried_for
     path = config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
                        "emit.heartbeats.enabled = false\n")
     config = load_config(path)
-    interrupt_a_plan(config, "a->b", records, 300)
+    interrupt_a_plan(spark, config, "a->b", 300)
     delete_records(a, "orders", 0, 200)
     with pytest.raises(ValidationError, match=(
             r"orders\[0\]: offsets 0\.\.199 were removed from the source \(retention or "

@@ -223,26 +223,20 @@ def test_foreign_record_in_the_remote_topic_fails_the_run_and_commits_nothing(
 
 
 def writer_aggregates(spark, path: Path, n: int) -> dict[int, dict]:
-    """Per partition of 'orders', the aggregates the mirror's writer would report for
-    offsets 0..n-1 written at the same remote offsets: the digests from the mirror's own
-    read columns, the placement hashes in numpy."""
-    from pyspark.sql import functions as F
-
-    from mirrorflow.quality.digests import RangeDigest, writer_columns
-    from mirrorflow.spark.kafka_source import for_writer, read_groups
+    """Per partition of 'orders', the aggregates the mirror's JVM writer reports for
+    offsets 0..n-1, written to a fresh remote topic (remote offset = source offset)."""
+    from mirrorflow.lease import FlowLease
+    from mirrorflow.source.plan import plan_run
+    from mirrorflow.spark.mirror import mirror
 
     config = load_config(path)
-    frame = for_writer(read_groups(spark, config.cluster("a"),
-                                   [[("orders", p, 0, n) for p in range(2)]]),
-                       *writer_columns(F))
-    out = {}
-    for p in range(2):
-        table = frame.where(F.col("partition") == p).orderBy("offset").toArrow()
-        digest = RangeDigest(0)
-        offsets = table.column("offset").to_numpy()
-        digest.add(offsets, offsets, table)
-        out[p] = digest.summary(n)
-    return out
+    flow = config.flow("a->b")
+    with FlowLease(config, flow, "aggregates"):
+        plan, _ = plan_run(config, flow, "aggregates")
+        result = mirror(spark, config, flow, plan)
+    assert [(r["start"], r["end"], r["first_downstream"]) for r in result["ranges"]] == [
+        (0, n, 0), (0, n, 0)]
+    return {r["partition"]: r["source_digest"] for r in result["ranges"]}
 
 
 def spark_aggregates(spark, path: Path, n: int) -> dict[int, tuple[int, int]]:
@@ -265,8 +259,8 @@ def spark_aggregates(spark, path: Path, n: int) -> dict[int, tuple[int, int]]:
                          ids=["faithful", "one-missing"])
 def test_writer_aggregates_stand_in_for_the_source_read(spark, source, change) -> None:
     """Given the writer's aggregates the proof reads only the target, and reaches the
-    verdict reading the source gives: Spark's xxhash64 and the numpy one agree bit for
-    bit; a difference makes it read the source to name what differs."""
+    verdict reading the source gives: Spark SQL's xxhash64 and the JVM writer's (Spark's own
+    XXH64) agree bit for bit; a difference makes it read the source to name what differs."""
     clusters, path, _ = source
     n = RECORDS // 2
     written = writer_aggregates(spark, path, n)

@@ -2,7 +2,7 @@
 written as the Spark job commits them, then the proof.
 
 Written records are read where the writers commit them, atomically with the data: the
-resume positions in the target's progress group (:mod:`mirrorflow.source.ledger`). So progress
+span records on the target (:mod:`mirrorflow.source.ledger`). So progress
 is the same whether the job runs on a Spark Connect server, in a session or through
 spark-submit, and never counts a record twice. On a terminal the line is redrawn in
 place; elsewhere (logs, the DAG's task logs) a line is written every ``interval`` seconds.
@@ -72,14 +72,14 @@ def describe_plan(plan: Plan, resumed: bool) -> str:
 
 
 def written(config: MirrorConfig, flow: FlowConfig, plan: Plan) -> int:
-    """Offsets of the plan's ranges committed so far (by this plan's transactions)."""
-    found = ledger.read_resume(config.cluster(flow.target), flow.source,
-                               [(r.remote_topic, r.partition) for r in plan.ranges])
+    """Offsets of the plan's ranges committed so far (by this plan's transactions: their
+    span records, which each transaction commits with its records)."""
+    spans = ledger.read_spans(config.cluster(flow.target), flow.source, plan.plan_id)
     done = 0
     for r in plan.ranges:
-        resume = found.get((r.remote_topic, r.partition))
-        if resume is not None and resume.plan_id == plan.plan_id:
-            done += max(0, min(resume.next_upstream, r.end) - r.start)
+        mine = spans.get((r.topic, r.partition))
+        if mine:
+            done += max(0, min(max(s.upstream_last for s in mine) + 1, r.end) - r.start)
     return done
 
 

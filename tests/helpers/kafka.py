@@ -366,3 +366,17 @@ def produce_with_java(bootstrap: str, topic: str,
                     topic, 0, java.lang.Long.valueOf(ts), key, value)).get()
         finally:
             producer.close()
+
+
+def resume_position(bootstrap: str, source_alias: str, topic: str,
+                    partition: int) -> tuple[str, int] | None:
+    """A remote partition's resume position in the progress group, as the JVM writer
+    committed it: (plan id, next upstream offset), or None."""
+    consumer = Consumer({"bootstrap.servers": bootstrap,
+                         "group.id": f"__mirrorflow.{source_alias}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        (found,) = consumer.committed([TopicPartition(topic, partition)], timeout=30)
+    finally:
+        consumer.close()
+    return (found.metadata or "", found.offset) if found.offset >= 0 else None

@@ -158,8 +158,8 @@ MIRRORFLOW_SPECS = [
         as_positive_int,
         "A plan opens a write slot per this many offsets (and per 500 ranges), up to "
         "mirrorflow.write.tasks: a plan of fewer is written, and proven, by one Spark "
-        "task, since each task costs a producer, a commit and a Python worker's turn "
-        "(about 0.1 s). Lower it for records far larger than a few KiB, which are worth "
+        "task, since each task costs a consumer, a producer and a commit. Lower it for "
+        "records far larger than a few KiB, which are worth "
         "spreading over the cores sooner.",
         origin="mirrorflow",
     ),

@@ -71,7 +71,7 @@ class RangeCheck:
     start: int
     end: int
     syncs: tuple[tuple[int, int], ...]  # (upstream, downstream) where the distance changes
-    written: dict | None = None  # the writer's aggregates (digests.RangeDigest.summary)
+    written: dict | None = None  # the writer's aggregates (its result's source_digest)
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     second look at unequal partitions): read every range's source, look up the owner
     of every target record, and count compacted topics' newest records only.
     ``restamp_ms``: the plan's time, which the writer gave source records stamped at or
-    before the epoch (:func:`digests.restamp`). ``schemas``: a schema transfer's id
+    before the epoch (:func:`digests.restamped`). ``schemas``: a schema transfer's id
     mappings, as the comparison applies them. ``source_compacted``: the remote topics whose
     source topic the source's cleaner compacts (asked of the source, where a first pass
     finds partitions unequal)."""

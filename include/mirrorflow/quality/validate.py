@@ -22,7 +22,7 @@ What is compared (:mod:`mirrorflow.quality.compare` does it in Spark):
 * timestamps only where the remote topic keeps the producer's (``CreateTime``); a
   ``LogAppendTime`` topic's are left out, and the report says so; a source timestamp at
   or before the epoch (CreateTime 0, or none: -1), which the writer gives the plan's time
-  (:func:`digests.restamp`), is compared as that time, and the report counts them;
+  (:func:`digests.restamped`), is compared as that time, and the report counts them;
 * checkpoints on the target: none may claim an upstream offset the flow has not mirrored
   (a consumer group that moved back is not a fault: MM2 emits its rewound checkpoint);
 * the plan against the source partitions' chains (:func:`chain_findings`): each range
@@ -273,7 +273,7 @@ def compaction_notes(found: dict[TopicPart, Compared], compacted: set[str],
 
 
 def restamp_notes(plan: Plan, result: dict) -> list[str]:
-    """Per range whose writer gave records the plan's time (:func:`digests.restamp`)."""
+    """Per range whose writer gave records the plan's time (:func:`digests.restamped`)."""
     at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(plan.created_ms / 1000))
     return [f"{r['remote_topic']}[{r['partition']}]: {r['restamped']} records stamped at or "
             f"before the epoch (CreateTime 0, or none) were written with the plan's time "

@@ -6,9 +6,9 @@ Every writer transaction (:mod:`mirrorflow.source.writer`) carries, besides its 
   offset of the remote topic-partition in the consumer group ``__mirrorflow.<source>``
   on the target, with the plan's id as metadata (``send_offsets_to_transaction``, as
   Kafka Streams and MM2's exactly-once mode commit their source positions in the
-  producer's transaction, KIP-447/KIP-618). A retry reads it with ``require_stable``
-  after fencing, and so knows exactly the last upstream offset written, whatever else
-  wrote the remote partition and whatever compaction or retention did to the source.
+  producer's transaction, KIP-447/KIP-618). A retry's writer (in the JVM) reads it,
+  stable, after fencing, and so knows exactly the last upstream offset written, whatever
+  else wrote the remote partition and whatever compaction or retention did to the source.
 * **a span record** in ``mirrorflow-spans.<source>.internal`` on the target: the
   transaction's upstream and downstream offsets and the (upstream, downstream) pairs
   where their distance changes. The spans of a plan say exactly which remote offsets
@@ -25,23 +25,21 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mirrorflow.config.model import ClusterConfig
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka import clients
 from mirrorflow.kafka.internal_topics import CompactedTopic, read_log
 
 log = logging.getLogger(__name__)
 
 TopicPart = tuple[str, int]
-TIMEOUT_S = 30.0
 
 
 class LedgerError(MirrorflowError):
-    """The write ledger could not be read; the message names the cluster."""
+    """The write ledger could not be read (the JVM writer's ``LedgerException``: the
+    resume positions); the message names the cluster."""
 
 
 def progress_group(source_alias: str) -> str:
@@ -51,66 +49,6 @@ def progress_group(source_alias: str) -> str:
 
 def spans_topic(source_alias: str) -> str:
     return f"mirrorflow-spans.{source_alias}.internal"
-
-
-@dataclass(frozen=True)
-class Resume:
-    """Where a remote partition's writing stopped: the next upstream offset to write, as
-    committed by the last transaction of plan ``plan_id``."""
-
-    plan_id: str
-    next_upstream: int
-
-
-def progress_consumer(target: ClusterConfig, source_alias: str):
-    """A consumer of the progress group that asks for stable offsets (KIP-447), for
-    :func:`committed_resume` and, in the writer, for the group's metadata."""
-    return clients.consumer(target, **{"group.id": progress_group(source_alias),
-                                       "isolation.level": "read_committed"})
-
-
-def committed_resume(consumer, target: ClusterConfig, remote: Iterable[TopicPart],
-                     timeout: float = TIMEOUT_S) -> dict[TopicPart, Resume]:
-    """The committed resume positions of these remote partitions (absent: none yet). A
-    position still pending in an open transaction is waited for until that transaction
-    is committed or aborted; coordinator moves are retried."""
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
-    coordinator_moving = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
-                          KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TIMED_OUT)
-    wanted = sorted(set(remote))
-    if not wanted:
-        return {}
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            found = consumer.committed([TopicPartition(t, p) for t, p in wanted],
-                                       timeout=timeout)
-            break
-        except KafkaException as exc:
-            if exc.args[0].code() not in coordinator_moving or time.monotonic() > deadline:
-                raise LedgerError(
-                    f"cluster {target.alias!r} ({target.bootstrap_servers}): cannot read the "
-                    f"resume positions: {exc.args[0].str()}") from None
-            time.sleep(0.2)
-    out = {}
-    for tp in found:
-        if tp.error is not None:
-            raise LedgerError(f"cluster {target.alias!r}: resume position of "
-                              f"{tp.topic}[{tp.partition}]: {tp.error.str()}")
-        if tp.offset >= 0:
-            out[(tp.topic, tp.partition)] = Resume(tp.metadata or "", tp.offset)
-    return out
-
-
-def read_resume(target: ClusterConfig, source_alias: str, remote: Iterable[TopicPart],
-                timeout: float = TIMEOUT_S) -> dict[TopicPart, Resume]:
-    """:func:`committed_resume` with a consumer of its own."""
-    consumer = progress_consumer(target, source_alias)
-    try:
-        return committed_resume(consumer, target, remote, timeout)
-    finally:
-        consumer.close()
 
 
 @dataclass(frozen=True)

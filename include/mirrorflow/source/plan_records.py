@@ -61,9 +61,9 @@ def write_slots(flow: FlowConfig, sizes: list[int]) -> int:
     """How many write slots (and proof tasks) ranges of ``sizes`` offsets get: one per
     ``mirrorflow.write.records.per.task`` offsets or :data:`RANGES_PER_TASK` ranges,
     whichever asks more, at least one and at most ``mirrorflow.write.tasks``. A task
-    costs a Python worker's turn, a producer's ``init_transactions`` and a commit (about
-    0.1 s): 8 records over 8 partitions were written in 0.45 to 0.74 s as 8 tasks on 2
-    cores, in 0.14 to 0.30 s as one."""
+    costs a consumer, a producer's ``initTransactions`` and a commit: with the first
+    (Python) writer, 8 records over 8 partitions were written in 0.45 to 0.74 s as 8 tasks
+    on 2 cores, in 0.14 to 0.30 s as one."""
     per_task = flow.get("mirrorflow.write.records.per.task")
     wanted = max(-(-sum(sizes) // per_task), -(-len(sizes) // RANGES_PER_TASK), 1)
     return min(flow.get("mirrorflow.write.tasks"), wanted)

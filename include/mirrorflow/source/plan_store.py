@@ -111,6 +111,13 @@ class PlanStore:
         text = self.topic.read().get(b"validation/" + plan_id.encode())
         return json.loads(text) if text is not None else None
 
+    def save_mappings(self, mappings) -> None:
+        """Store a schema transfer's new id mappings (:class:`~mirrorflow.schema.mapping.
+        IdMapping`), before any record is written under them."""
+        if mappings:
+            check_held()
+            self.topic.write([(m.key(), m.value()) for m in mappings])
+
     def save_failure(self, plan_id: str, run_id: str, error: BaseException) -> None:
         """Keep why an attempt of the plan failed (its error's type and one-line message),
         where whoever started the attempt reads it (:meth:`failure`): a spark-submit job's

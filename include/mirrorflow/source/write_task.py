@@ -1,13 +1,17 @@
-"""What one write task is given (:class:`WriteTask`, a planned range as the Spark task
-sees it) and returns (:class:`RangeResult`, what its attempt did), and the transactional
-id that fences every earlier writer of its slot."""
+"""What one write task is given (:class:`WriteTask`, a planned range as the JVM writer of
+its slot sees it: ``dev.mirrorflow.kafka.write.WriteTask`` reads these fields). What it
+returns per range, the fields of ``dev.mirrorflow.kafka.write.RangeResult``: topic,
+partition, remote_topic, start, end, resumed_from, records_written, bytes_written,
+first_downstream, last_downstream, transactional, at_least_once, restamped, gaps,
+record_age_ms, replication_latency_ms, write_seconds, spans (the span records it
+committed), source_digest (the proof's aggregates of a range it wrote whole from
+contiguous offsets), schema_ids (set by the driver)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.plain import plain
 
 
 class WriteError(MirrorflowError):
@@ -16,7 +20,7 @@ class WriteError(MirrorflowError):
 
 @dataclass(frozen=True)
 class WriteTask:
-    """One planned range, as the Spark task that writes it sees it."""
+    """One planned range, as the write task of its slot sees it."""
 
     flow: str
     plan_id: str
@@ -32,48 +36,3 @@ class WriteTask:
     written_until: int = 0  # the plan's spans: the next upstream offset earlier attempts left
     restamp_ms: int = 0  # the plan's time: what a timestamp at or before the epoch becomes
     slot: int = 0  # the plan's write slot for the range (Range.slot)
-
-    @property
-    def source_alias(self) -> str:
-        return self.flow.split("->", 1)[0]
-
-
-@dataclass
-class RangeResult:
-    """What one attempt's writer did for one range (the ledger holds what every attempt
-    wrote; this holds this attempt's figures and findings)."""
-
-    topic: str
-    partition: int
-    remote_topic: str
-    start: int
-    end: int
-    resumed_from: int = 0
-    records_written: int = 0
-    bytes_written: int = 0
-    first_downstream: int | None = None
-    last_downstream: int | None = None
-    transactional: bool = False
-    at_least_once: str | None = None  # why this range was written without transactions
-    restamped: int = 0  # records whose timestamp (<= 0) was written as the plan's time
-    gaps: list[tuple[int, int]] = field(default_factory=list)
-    record_age_ms: dict[str, float] | None = None
-    replication_latency_ms: dict[str, float] | None = None
-    write_seconds: float = 0.0  # its write slot's writer was open (its ranges are written together)
-    # The span records this attempt committed (their JSON): the driver need not wait for
-    # the transaction markers to reach the spans topic before it reads it.
-    spans: list[str] = field(default_factory=list)
-    # The proof's source-side aggregates, when this attempt wrote the whole range from
-    # contiguous offsets (digests.RangeDigest.summary).
-    source_digest: dict | None = None
-    # (record part, source schema id) of the records it wrote, under a schema transfer.
-    schema_ids: list[tuple[str, int]] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return plain(self)
-
-
-def transactional_id(flow_name: str, slot: int) -> str:
-    """Fixed per flow and write slot: a plan deals each range to the same slot in every
-    attempt, so a new writer of a range fences every earlier one."""
-    return f"mirrorflow|{flow_name}|write-{slot}"

@@ -111,18 +111,3 @@ def read_tasks(sizes: Sequence[int], slots: int, split_records: int | None = Non
     """Tasks for reading ranges of ``sizes`` offsets: as many as the flow's write slots
     for them, or one per ``split_records`` where that is more."""
     return max(slots, -(-sum(sizes) // split_records) if split_records else 0, 1)
-
-
-def for_writer(frame, *extra):
-    """The columns the writer takes, with ``headers`` as one JSON string per record
-    (``to_json``: binary values in base64, a null value left out, no headers null).
-    Spark's Arrow conversion of the nested ``array<struct>`` column costs per record even
-    when every record has no headers: measured, 2,000,000 records read into Python in
-    18.2 s with it, 4.8 s as JSON, 4.2 s without headers; with 3 headers per record
-    JSON is faster too (1.71 s against 2.34 s for 400,000). ``extra`` columns are
-    computed from the record as read (the proof's digests)."""
-    from pyspark.sql import functions as F
-
-    return frame.select("key", "value", "topic", "partition", "offset", "timestamp",
-                        F.to_json("headers").alias("headers"), *extra)
-

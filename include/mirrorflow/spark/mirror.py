@@ -1,42 +1,40 @@
-"""The mirror: each write slot's ranges are read by mirrorflow's range source (one Spark
-task and one consumer a slot) and written, exactly once, by the same Spark task
-(``mapInArrow``), so records enter Python once.
+"""The mirror: one Spark task per write slot reads the slot's ranges with one consumer
+and writes them, exactly once, with one transactional producer, both in the JVM
+(``jvm/connector``'s ``mirrorflow-mirror`` format: ``dev.mirrorflow.kafka.write``); no
+record enters Python. Python is the driver: what to write, from where, under which
+limits and schema ids.
 
-The driver reads the remote partitions' resume positions first and reads each range
-from where its writing stopped (a retry of a plan reads only what is left); the task's
-writer reads the position again after fencing, so a zombie that committed meanwhile is
-accounted for. Each task returns one row: its range's :class:`RangeResult`.
+The driver reads each range from where the plan's span records say its writing stopped
+(a retry of a plan reads only what is left); the task's writer reads the range's resume
+position after fencing, so a zombie that committed meanwhile is accounted for. Each task
+returns a row per range: its result (the fields listed in
+:mod:`mirrorflow.source.write_task`).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
-from collections.abc import Iterator
 from dataclasses import replace
 
-from mirrorflow.config.loader import parse_config
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import DataLossError, MirrorflowError, one_line, raised_within
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
-from mirrorflow.quality import digests
+from mirrorflow.plain import plain
 from mirrorflow.schema import mapping
-from mirrorflow.schema.mapping import IdMapping, MappingKey
+from mirrorflow.schema.ids_in_ranges import FoundIds, find_ids, refuse, rewrite_table
 from mirrorflow.schema.transfer import IdMapper
 from mirrorflow.source import ledger, topic_sync
 from mirrorflow.source.history import merge_spans
 from mirrorflow.source.plan_records import Plan
 from mirrorflow.source.plan_store import PlanStore
 from mirrorflow.source.write_task import WriteError, WriteTask
-from mirrorflow.source.writer import SlotWriter
-from mirrorflow.spark.kafka_source import for_writer, read_groups
+from mirrorflow.spark.kafka_source import kafka_options
 
 log = logging.getLogger(__name__)
 
-RESULT_SCHEMA = "result string"
-PRE_READ_TIMEOUT_S = 5.0  # the driver's look at how far earlier attempts got
+MIRROR_FORMAT = "mirrorflow-mirror"
 
 
 class MirrorJobError(MirrorflowError):
@@ -68,23 +66,14 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
     written = {tp: max(s.upstream_last for s in spans) + 1 for tp, spans in
                ledger.read_spans(target, flow.source, plan.plan_id).items()}
     tasks = write_tasks(flow, plan, written)
-    try:
-        resume = ledger.read_resume(target, flow.source,
-                                    [(t.remote_topic, t.partition) for t in tasks],
-                                    timeout=PRE_READ_TIMEOUT_S)
-    except ledger.LedgerError as exc:
-        # An earlier attempt's open transaction holds its position unstable until a
-        # writer fences it; each writer does that first, then resumes exactly.
-        log.info("resume positions not readable yet (%s); every range is read from its "
-                 "start and each writer skips what an earlier attempt committed", exc)
-        resume = {}
+    # Each range is read from where the plan's spans say its writing stopped; the writer
+    # reads its resume position after fencing (the Java client: librdkafka misreads the
+    # progress group's offsets of many partitions that the Java client committed) and
+    # skips what an earlier attempt committed past that.
     reads: dict[int, list[tuple[str, int, int, int]]] = {}
     pending = {}
     for task in tasks:
-        position = resume.get((task.remote_topic, task.partition))
         start = max(task.start, task.written_until)
-        if position is not None and position.plan_id == plan.plan_id:
-            start = max(start, position.next_upstream)
         if start < task.end:
             reads.setdefault(task.slot, []).append((task.topic, task.partition, start,
                                                     task.end))
@@ -100,27 +89,64 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
                                                                t.max_message_bytes))
                    for tp, t in pending.items()}
         ledger.spans_store(target, flow.source, flow.get("replication.factor")).ensure()
-        from pyspark.sql import functions as F
-
-        transfer = flow.schema_transfer
-        frame = for_writer(_slot_reads(spark, source, reads),
-                           *digests.writer_columns(
-                               F, headers=transfer is None or transfer.include_headers))
-        known = mapping.stored(PlanStore(config, flow).topic.read()) if transfer else {}
-        write = functools.partial(write_slot, config.text, flow.source, flow.target,
-                                  pending, known)
+        groups = [ranges for _, ranges in sorted(reads.items())]
+        options = mirror_options(config, flow, pending, groups)
+        found = _map_schema_ids(spark, config, flow, plan, groups, options)
         try:
-            rows = frame.mapInArrow(write, RESULT_SCHEMA).collect()
+            rows = spark.read.format(MIRROR_FORMAT).options(**options).load().collect()
         except Exception as exc:
             raise worker_error(exc) from exc
         attempt = [json.loads(row["result"]) for row in rows]
+        for done in attempt:  # the ids its records carry: the proof checks their mappings
+            ids = found.get((done["topic"], done["partition"]))
+            done["schema_ids"] = sorted((part, i) for part, values in (ids.ids.items() if ids
+                                                                        else ()) for i in values)
     return plan_result(config, flow, plan, attempt)
 
 
-def _slot_reads(spark, source, reads: dict[int, list[tuple[str, int, int, int]]]):
-    """The ranges to write, a Spark task (and one consumer) per write slot, reading that
-    slot's ranges."""
-    return read_groups(spark, source, [ranges for _, ranges in sorted(reads.items())])
+def mirror_options(config: MirrorConfig, flow: FlowConfig,
+                   pending: dict[tuple[str, int], WriteTask],
+                   groups: list[list[tuple[str, int, int, int]]]) -> dict[str, str]:
+    """The options of a ``mirrorflow-mirror`` read: each write slot's ranges (their write
+    tasks, and where the read of each starts), both clusters' Java client settings, the
+    writer's names."""
+    starts = {(topic, partition): start
+              for group in groups for topic, partition, start, _ in group}
+    tasks = [{**plain(task), "read_start": starts[tp]} for tp, task in pending.items()]
+    transfer = flow.schema_transfer
+    options = {f"source.{k}": v for k, v in kafka_options(config.cluster(flow.source)).items()}
+    options.update({f"target.kafka.{k}": v for k, v in clients.java_client_config(
+        config.cluster(flow.target), "producer").items()})
+    options.update({"tasks": json.dumps(tasks), "sourceAlias": flow.source,
+                    "targetAlias": flow.target,
+                    "digestHeaders": str(transfer is None or transfer.include_headers).lower()})
+    return options
+
+
+def _map_schema_ids(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan,
+                    groups: list[list[tuple[str, int, int, int]]],
+                    options: dict[str, str]) -> dict[tuple[str, int], FoundIds]:
+    """Under a schema registry transfer: the ids the ranges' records carry, mapped on the
+    driver (:mod:`mirrorflow.schema.ids_in_ranges`), their new mappings stored with the
+    plan, and the table of ids the writers rewrite added to ``options``."""
+    transfer = flow.schema_transfer
+    if transfer is None:
+        return {}
+    policy = flow.policy()
+    found = find_ids(spark, config.cluster(flow.source), groups, transfer,
+                     policy.is_heartbeats_topic)
+    refuse(found, transfer, flow.name)
+    store = PlanStore(config, flow)
+    mapper = IdMapper(transfer, flow.name, config.cluster(flow.source),
+                      config.cluster(flow.target), mapping.stored(store.topic.read()),
+                      policy.is_heartbeats_topic, plan.plan_id)
+    table = rewrite_table(mapper, found, {r.topic: r.remote_topic for r in plan.ranges})
+    store.save_mappings(mapper.uncommitted)
+    mapper.committed()
+    options.update({"schemaIds": json.dumps(table),
+                    "transferParts": ",".join(transfer.fields),
+                    "dropHeaders": str(not transfer.include_headers).lower()})
+    return found
 
 
 def plan_result(config: MirrorConfig, flow: FlowConfig, plan: Plan,
@@ -203,45 +229,3 @@ def _check_topics_exist(source, topics: set[str]) -> None:
             f"source topic {gone[0]!r} no longer exists on cluster {source.alias!r}: it was "
             "deleted after planning. Nothing was committed; the next run drops it from the "
             "pending plan")
-
-
-def write_slot(config_text: str, source_alias: str, target_alias: str,
-               tasks: dict[tuple[str, int], WriteTask], known: dict[MappingKey, IdMapping],
-               batches: Iterator) -> Iterator:
-    """Runs in a Spark task: write the ranges of the task's one write slot, then yield a
-    result per range. The config's text travels with the function; secrets are resolved
-    here, by the worker. ``known``: the flow's stored schema mappings."""
-    import pyarrow as pa
-
-    config = parse_config(config_text)
-    flow = config.flows[(source_alias, target_alias)]
-    transfer, mapper = flow.schema_transfer, None
-    if transfer is not None:
-        mapper = IdMapper(transfer, flow.name, config.cluster(source_alias),
-                          config.cluster(target_alias), known,
-                          flow.policy().is_heartbeats_topic,
-                          next(iter(tasks.values())).plan_id)
-    writer = None
-    try:
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            if writer is None:
-                tp = (batch.column("topic")[0].as_py(), batch.column("partition")[0].as_py())
-                slot = tasks[tp].slot
-                writer = SlotWriter([t for t in tasks.values() if t.slot == slot],
-                                    config.cluster(target_alias), config.cluster(source_alias),
-                                    mapper=mapper, drop_headers=bool(
-                                        transfer and not transfer.include_headers))
-                writer.open()
-            writer.write_batch(batch)
-        if writer is not None:
-            yield pa.RecordBatch.from_pylist([{"result": json.dumps(r.to_dict())}
-                                              for r in writer.close()])
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        raise
-    finally:
-        if writer is not None:
-            writer.release()

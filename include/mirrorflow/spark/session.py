@@ -42,10 +42,6 @@ REDACTION = (r"(?i)secret|password|passwd|token|access[.]?key|jaas|credential|ke
 STRING_REDACTION = (r'(?i)(?<=jaas\.config|password|passwd|secret|token|keytab|credential'
                     r'|keystore\.key)"\n\s*value: [^\n]*|password\s*=\s*[^\s,;)]+')
 SPARK_CONF = {
-    # Arrow batches handed to the writer: few round trips for small records, and bounded
-    # in bytes so that 1 MiB records never make a batch of gigabytes.
-    "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
-    "spark.sql.execution.arrow.maxBytesPerBatch": str(8 * 1024 * 1024),
     "spark.redaction.regex": REDACTION,
     "spark.sql.redaction.options.regex": REDACTION,
     "spark.sql.redaction.string.regex": STRING_REDACTION,
@@ -54,9 +50,7 @@ SPARK_CONF = {
 # Settings a Spark Connect client may change for its session (the rest are the server's):
 # the redaction patterns among them, so that a server of the user's own that lacks them
 # still redacts this session's statements and plans before they reach its UI and event log.
-SESSION_CONF = ("spark.sql.execution.arrow.maxRecordsPerBatch",
-                "spark.sql.execution.arrow.maxBytesPerBatch",
-                "spark.sql.redaction.options.regex",
+SESSION_CONF = ("spark.sql.redaction.options.regex",
                 "spark.sql.redaction.string.regex")
 
 

@@ -9,9 +9,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 
-import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.mirrorflow.kafka.read.RangeConsumers;
 import dev.mirrorflow.kafka.read.TopicRange;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -46,7 +44,6 @@ public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kaf
     private static final long serialVersionUID = 1L;
     private static final String PREFIX = "kafka.";
     private static final String SHAPE = "[[[\"topic\", partition, start, end], ...], ...]";
-    private static final ObjectMapper JSON = new ObjectMapper();
 
     /** Parses and checks Spark's options of a read. */
     public static ReadOptions parse(Map<String, String> options) {
@@ -67,10 +64,10 @@ public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kaf
             ConsumerConfig.configDef().parse(RangeConsumers.settings(kafka));
         } catch (ConfigException e) {
             throw new IllegalArgumentException("option 'kafka.*' has a bad consumer setting: "
-                    + oneLine(e.getMessage()), e);
+                    + OptionValues.oneLine(e.getMessage()), e);
         }
-        return new ReadOptions(groups(lower.get("ranges")), kafka, millis(lower, "pollTimeoutMs", 1000),
-                millis(lower, "timeoutMs", 120_000));
+        return new ReadOptions(groups(lower.get("ranges")), kafka, OptionValues.positive(lower, "pollTimeoutMs", 1000, "a whole number of milliseconds"),
+                OptionValues.positive(lower, "timeoutMs", 120_000, "a whole number of milliseconds"));
     }
 
     /** The ranges and setting names, never the settings' values (they may hold secrets). */
@@ -82,29 +79,17 @@ public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kaf
     }
 
     private static List<List<TopicRange>> groups(String json) {
-        if (json == null || json.isBlank()) {
-            throw new IllegalArgumentException("option 'ranges' is required: JSON " + SHAPE);
-        }
-        JsonNode root;
-        try {
-            root = JSON.readTree(json);
-        } catch (JsonProcessingException e) {
-            String problem = oneLine(e.getOriginalMessage());
-            int detail = problem.indexOf(" (start marker at");
-            throw new IllegalArgumentException("option 'ranges' is not valid JSON at line " + e.getLocation().getLineNr()
-                    + ", column " + e.getLocation().getColumnNr() + ": "
-                    + (detail > 0 ? problem.substring(0, detail) : problem));
-        }
+        JsonNode root = OptionValues.json("ranges", json, "JSON " + SHAPE);
         if (root == null || !root.isArray()) {
             throw new IllegalArgumentException("option 'ranges' must be a JSON list of groups " + SHAPE + ", got "
-                    + excerpt(root));
+                    + OptionValues.excerpt(root));
         }
         List<List<TopicRange>> groups = new ArrayList<>(root.size());
         for (int g = 0; g < root.size(); g++) {
             JsonNode group = root.get(g);
             if (!group.isArray()) {
                 throw new IllegalArgumentException("option 'ranges': group " + g
-                        + " must be a list of [topic, partition, start, end], got " + excerpt(group));
+                        + " must be a list of [topic, partition, start, end], got " + OptionValues.excerpt(group));
             }
             List<TopicRange> ranges = new ArrayList<>(group.size());
             Set<TopicPartition> seen = new HashSet<>();
@@ -131,34 +116,11 @@ public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kaf
         if (!shaped) {
             throw new IllegalArgumentException("option 'ranges': group " + g + " range " + r
                     + " must be [topic, partition, start, end] (a topic name and three integers >= 0), got "
-                    + excerpt(node));
+                    + OptionValues.excerpt(node));
         }
         return new TopicRange(node.get(0).asText(), node.get(1).asInt(), node.get(2).asLong(), node.get(3).asLong());
     }
 
-    private static long millis(Map<String, String> lower, String name, long otherwise) {
-        String text = lower.get(name.toLowerCase(Locale.ROOT));
-        if (text == null) {
-            return otherwise;
-        }
-        try {
-            long value = Long.parseLong(text.strip());
-            if (value > 0) {
-                return value;
-            }
-        } catch (NumberFormatException e) {
-            // told below
-        }
-        throw new IllegalArgumentException("option '" + name + "' must be a whole number of milliseconds > 0, got '"
-                + oneLine(text) + "'");
-    }
 
-    private static String excerpt(JsonNode node) {
-        String text = node == null ? "nothing" : node.toString();
-        return text.length() <= 120 ? text : text.substring(0, 117) + "...";
-    }
 
-    private static String oneLine(String text) {
-        return text == null ? "" : text.replaceAll("\\s*[\\r\\n]+\\s*", " ").strip();
-    }
 }

@@ -66,7 +66,7 @@ class KafkaRangeSourceTest {
                 }
             }
         }
-        assertEquals(List.of(KafkaRangeSource.class.getName()), ours);
+        assertEquals(List.of(KafkaRangeSource.class.getName() + "\n" + MirrorSource.class.getName()), ours);
         assertEquals("mirrorflow-kafka", new KafkaRangeSource().shortName());
     }
 

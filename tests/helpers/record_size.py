@@ -1,4 +1,5 @@
-"""A record's size as the target broker measures it against a topic's ``max.message.bytes``.
+"""A record's size as the target broker measures it against a topic's ``max.message.bytes``
+(the JVM writer's ``RecordSize`` checks it; the tests build records of exact sizes with it).
 
 The broker refuses a record *batch* larger than the topic's ``max.message.bytes``
 (Kafka's ``UnifiedLog`` checks ``RecordBatch.sizeInBytes()``), not a record. A record
@@ -12,12 +13,9 @@ batch uncompressed where compressing it would not)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 BATCH_OVERHEAD = 61  # DefaultRecordBatch.RECORD_BATCH_OVERHEAD
 # Attributes, timestamp delta, offset delta (one byte each for a batch's first record).
 _RECORD_FIXED = 3
-_VARINT_MAX = 5
 
 
 def varint_size(value: int) -> int:
@@ -42,17 +40,3 @@ def batch_size(key: bytes | None, value: bytes | None,
     for name, data in headers or []:
         body += _bytes_size(name.encode()) + _bytes_size(data)
     return BATCH_OVERHEAD + varint_size(body) + body
-
-
-def upper_bounds(batch) -> np.ndarray:
-    """Per record of an Arrow batch of the writer's columns, a bound its :func:`batch_size`
-    never exceeds, cheap to compute for every record: the headers' JSON (what the read
-    hands the writer) is never shorter than their encoding."""
-    import pyarrow.compute as pc
-
-    def lengths(name: str) -> np.ndarray:
-        return pc.fill_null(pc.binary_length(batch.column(name)), 0).to_numpy(
-            zero_copy_only=False).astype(np.int64)
-
-    return (BATCH_OVERHEAD + _VARINT_MAX * 4 + _RECORD_FIXED
-            + lengths("key") + lengths("value") + lengths("headers"))

@@ -1,0 +1,98 @@
+"""The schema registry transfer's mappings, made on the driver before the write.
+
+The records never enter Python: a Spark SQL pass over the ranges to write (the range
+source, in the JVM) finds the schema ids their keys and values carry and the first record
+of each partition that is not in Confluent's wire format. The driver maps each id once
+(:class:`~mirrorflow.schema.transfer.IdMapper`: the source registry's schema, registered
+under the remote topic's subject in the target registry), stores the new mappings with the
+plan (fenced, before any record is written under them), and hands the writers in the JVM
+the table of ids to rewrite (:func:`rewrite_table`): bytes 1-4 of each key or value, and
+nothing else of the record, as the SMT does under MM2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from mirrorflow.config.model import ClusterConfig
+from mirrorflow.config.transforms import SchemaTransfer
+from mirrorflow.schema.registries import SchemaTransferError
+from mirrorflow.schema.wire import HEADER
+
+TopicPart = tuple[str, int]
+
+
+@dataclass
+class FoundIds:
+    """What the ranges of one source partition hold, per record part (``key``,
+    ``value``): the schema ids, and the first record not in the wire format (its offset,
+    length and first byte)."""
+
+    ids: dict[str, set[int]] = field(default_factory=dict)
+    refused: dict[str, tuple[int, int, int | None]] = field(default_factory=dict)
+
+
+def find_ids(spark, source: ClusterConfig, groups: Sequence[Sequence[tuple[str, int, int, int]]],
+             transfer: SchemaTransfer, exempt: Callable[[str], bool]) -> dict[TopicPart, FoundIds]:
+    """Per source partition of ``groups`` (the write slots' reads), the ids its records
+    carry; topics ``exempt`` (the heartbeats) are never transferred."""
+    from pyspark.sql import functions as F
+
+    from mirrorflow.spark.kafka_source import read_groups
+
+    kept = [[r for r in group if not exempt(r[0])] for group in groups]
+    kept = [group for group in kept if group]
+    if not kept:
+        return {}
+    columns = []
+    for part in transfer.fields:
+        col = F.col(part)
+        wire = (F.length(col) >= HEADER) & (F.substring(col, 1, 1) == F.lit(bytearray(1)))
+        schema_id = F.conv(F.hex(F.substring(col, 2, 4)), 16, 10).cast("long")
+        refused = col.isNotNull() & ~wire
+        columns += [F.collect_set(F.when(wire, schema_id)).alias(f"{part}_ids"),
+                    F.min_by(F.struct(F.col("offset"), F.length(col),
+                                      F.conv(F.hex(F.substring(col, 1, 1)), 16, 10)
+                                      .cast("int")),
+                             F.when(refused, F.col("offset"))).alias(f"{part}_refused"),
+                    F.max(refused.cast("int")).alias(f"{part}_any_refused")]
+    rows = read_groups(spark, source, kept).groupBy("topic", "partition").agg(*columns).collect()
+    out: dict[TopicPart, FoundIds] = {}
+    for row in rows:
+        found = out.setdefault((row["topic"], row["partition"]), FoundIds())
+        for part in transfer.fields:
+            found.ids[part] = {int(i) for i in row[f"{part}_ids"]}
+            if row[f"{part}_any_refused"]:
+                offset, length, first = row[f"{part}_refused"]
+                found.refused[part] = (offset, length, first)
+    return out
+
+
+def refuse(found: dict[TopicPart, FoundIds], transfer: SchemaTransfer, flow_name: str) -> None:
+    """Fail on the first record not in the wire format, naming it, before anything of the
+    plan is written."""
+    for (topic, partition), ids in sorted(found.items()):
+        for part, (offset, length, first) in sorted(ids.refused.items()):
+            why = f"{length} bytes" if length < HEADER else f"its first byte is {first}, not 0"
+            raise SchemaTransferError(
+                f"source {topic}[{partition}] offset {offset}: the record's {part} is not in "
+                f"Confluent's wire format ({why}), so the schema registry transfer "
+                f"{transfer.name!r} of flow {flow_name} cannot map its schema id; nothing "
+                f"from it on is written and the flow's positions stay where they were"
+                + (" (set transfer.message.keys = false to copy keys as they are)"
+                   if part == "key" else ""))
+
+
+def rewrite_table(mapper, found: dict[TopicPart, FoundIds], remote_of: dict[str, str]
+                  ) -> dict[str, dict[str, dict[str, int]]]:
+    """``{remote topic: {part: {source id: target id}}}`` for the writers, each id mapped
+    (stored, or transferred now: :meth:`IdMapper.mapping`)."""
+    table: dict[str, dict[str, dict[str, int]]] = {}
+    for (topic, _), ids in sorted(found.items()):
+        remote = remote_of[topic]
+        for part, values in ids.ids.items():
+            for source_id in sorted(values):
+                target = mapper.mapping(topic, remote, part, source_id).target_id
+                table.setdefault(remote, {}).setdefault(part, {})[str(source_id)] = target
+    return table

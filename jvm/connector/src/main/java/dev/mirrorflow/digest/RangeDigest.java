@@ -1,0 +1,108 @@
+package dev.mirrorflow.digest;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+import dev.mirrorflow.kafka.write.SourceDigest;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.common.header.Header;
+
+/**
+ * The proof's source-side aggregates of one range, from the records as written (Python
+ * {@code quality.digests.RangeDigest}): the count, the XOR of the placement hashes with and
+ * without timestamps, the first and last remote offsets. Usable only while the upstream offsets
+ * run contiguous from the range's start: otherwise nothing can be told of records the read may
+ * have missed, and the proof reads the source again. {@link #summary} gives them only when this
+ * attempt wrote the whole range.
+ */
+public final class RangeDigest implements SourceDigest {
+
+    private final long start;
+    private final boolean withHeaders;
+    private long records;
+    private long xor;
+    private long xorNoTs;
+    private long first = Long.MAX_VALUE;
+    private long last = Long.MIN_VALUE;
+    private long nextUpstream;
+    private boolean usable = true;
+
+    /**
+     * The aggregates of a range starting at upstream offset {@code start}.
+     *
+     * @param withHeaders false where the schema transfer drops headers: records are hashed as if
+     *                    they had none ({@link RecordDigest#withoutTimestamp})
+     */
+    public RangeDigest(long start, boolean withHeaders) {
+        this.start = start;
+        this.withHeaders = withHeaders;
+        this.nextUpstream = start;
+    }
+
+    /** Whether records added now still count. */
+    @Override
+    public boolean usable() {
+        return usable;
+    }
+
+    /** Gives up: a record was not where contiguous offsets from the start would put it. */
+    public void unusable() {
+        usable = false;
+    }
+
+    /**
+     * One committed record as the writer wrote it: the digest of its key, value and headers (a
+     * record without headers has a null headers column, as Spark's Kafka source gives it), its
+     * timestamp as written.
+     */
+    @Override
+    public void add(ConsumerRecord<byte[], byte[]> record, long downstream, long timestampMs) {
+        if (!usable) {
+            return;
+        }
+        Header[] headers = record.headers().toArray();
+        long digest = RecordDigest.withoutTimestamp(record.key(), record.value(),
+                headers.length == 0 ? null : headers, withHeaders);
+        add(record.offset(), downstream, digest, timestampMs * 1000);
+    }
+
+    /**
+     * One committed record: its upstream offset, its remote offset (where its span's syncs put
+     * it), its digest without the timestamp and its timestamp as written, in microseconds.
+     */
+    public void add(long upstream, long downstream, long digestNoTs, long timestampMicros) {
+        if (!usable) {
+            return;
+        }
+        if (upstream != nextUpstream) {
+            usable = false;
+            return;
+        }
+        records++;
+        xor ^= RecordDigest.placement(RecordDigest.withTimestamp(digestNoTs, timestampMicros), downstream);
+        xorNoTs ^= RecordDigest.placement(digestNoTs, downstream);
+        first = Math.min(first, downstream);
+        last = Math.max(last, downstream);
+        nextUpstream = upstream + 1;
+    }
+
+    /** {@code {records, xor, xor_no_ts, first, last}} when every offset of {@code [start, end)} was added; else null. */
+    @Override
+    public Map<String, Long> summary(long end) {
+        if (!usable || nextUpstream != end || records == 0) {
+            return null;
+        }
+        Map<String, Long> out = new LinkedHashMap<>();
+        out.put("records", records);
+        out.put("xor", xor);
+        out.put("xor_no_ts", xorNoTs);
+        out.put("first", first);
+        out.put("last", last);
+        return out;
+    }
+
+    /** The range's start. */
+    public long start() {
+        return start;
+    }
+}

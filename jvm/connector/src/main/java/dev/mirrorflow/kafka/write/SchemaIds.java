@@ -1,0 +1,110 @@
+package dev.mirrorflow.kafka.write;
+
+import java.io.Serializable;
+import java.nio.ByteBuffer;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.Map;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.common.header.Headers;
+
+/**
+ * The schema registry transfer's rewrite of the records a slot writes: in a key or value in
+ * Confluent's wire format (byte 0 is 0, bytes 1-4 the schema id, big endian) the source
+ * registry's id becomes the target registry's, and nothing else of the record changes, as the
+ * SMT does under MirrorMaker 2. The Python driver maps every id the ranges hold before the write
+ * (the registries are control plane: {@code mirrorflow.schema.ids_in_ranges}) and hands the
+ * table over; a record whose id the table lacks is refused rather than written with the source
+ * registry's id. {@code include.message.headers = false} drops every record's headers.
+ * The proof's digests are of the records as read, before this rewrite.
+ */
+public final class SchemaIds implements Serializable {
+
+    private static final long serialVersionUID = 1L;
+    /** No transfer: every record as it is read. */
+    public static final SchemaIds NONE = new SchemaIds(Map.of(), false);
+    private static final int HEADER = 5;
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private final Map<String, Map<String, Map<Integer, Integer>>> table;
+    private final boolean dropHeaders;
+
+    /**
+     * @param table       remote topic, then record part ({@code key}, {@code value}), then source
+     *                    id to target id
+     * @param dropHeaders whether the records are written without their headers
+     */
+    public SchemaIds(Map<String, Map<String, Map<Integer, Integer>>> table, boolean dropHeaders) {
+        this.table = Map.copyOf(table);
+        this.dropHeaders = dropHeaders;
+    }
+
+    /**
+     * The table from its JSON, {@code {"remote topic": {"value": {"7": 1001}}}} (blank: no ids).
+     *
+     * @throws IllegalArgumentException naming the option on malformed JSON
+     */
+    public static SchemaIds parse(String json, boolean dropHeaders) {
+        Map<String, Map<String, Map<Integer, Integer>>> table = new HashMap<>();
+        if (json != null && !json.isBlank()) {
+            try {
+                JsonNode root = JSON.readTree(json);
+                for (Iterator<Map.Entry<String, JsonNode>> topics = root.fields(); topics.hasNext(); ) {
+                    Map.Entry<String, JsonNode> topic = topics.next();
+                    Map<String, Map<Integer, Integer>> parts = new HashMap<>();
+                    for (Iterator<Map.Entry<String, JsonNode>> it = topic.getValue().fields(); it.hasNext(); ) {
+                        Map.Entry<String, JsonNode> part = it.next();
+                        Map<Integer, Integer> ids = new HashMap<>();
+                        for (Iterator<Map.Entry<String, JsonNode>> id = part.getValue().fields(); id.hasNext(); ) {
+                            Map.Entry<String, JsonNode> pair = id.next();
+                            ids.put(Integer.parseInt(pair.getKey()), pair.getValue().intValue());
+                        }
+                        parts.put(part.getKey(), Map.copyOf(ids));
+                    }
+                    table.put(topic.getKey(), Map.copyOf(parts));
+                }
+            } catch (JsonProcessingException | NumberFormatException e) {
+                throw new IllegalArgumentException("option 'schemaIds' is not a JSON table of remote topic, part "
+                        + "and source id to target id: " + e.getMessage().lines().findFirst().orElse(""));
+            }
+        }
+        return new SchemaIds(table, dropHeaders);
+    }
+
+    /** The key {@code record} is written with. */
+    public byte[] key(WriteTask task, ConsumerRecord<byte[], byte[]> record) {
+        return rewrite(task, "key", record.key(), record);
+    }
+
+    /** The value {@code record} is written with. */
+    public byte[] value(WriteTask task, ConsumerRecord<byte[], byte[]> record) {
+        return rewrite(task, "value", record.value(), record);
+    }
+
+    /** The headers {@code record} is written with: none where they are dropped or there are none. */
+    public Headers headers(ConsumerRecord<byte[], byte[]> record) {
+        return dropHeaders || record.headers().toArray().length == 0 ? null : record.headers();
+    }
+
+    private byte[] rewrite(WriteTask task, String part, byte[] data, ConsumerRecord<byte[], byte[]> record) {
+        Map<Integer, Integer> ids = table.getOrDefault(task.remoteTopic(), Map.of()).get(part);
+        if (ids == null || data == null || data.length < HEADER || data[0] != 0) {
+            return data;
+        }
+        int source = ByteBuffer.wrap(data, 1, 4).getInt();
+        Integer target = ids.get(source);
+        if (target == null) {
+            throw new WriteException("source " + record.topic() + "[" + record.partition() + "] offset "
+                    + record.offset() + ": schema id " + source + " of its " + part + " has no mapping to the "
+                    + "target registry (the driver mapped the ids it found in the planned ranges); nothing from it on "
+                    + "is written");
+        }
+        byte[] out = data.clone();
+        ByteBuffer.wrap(out, 1, 4).putInt(target);
+        return out;
+    }
+}

@@ -1,0 +1,39 @@
+package dev.mirrorflow.kafka.write;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+
+import java.util.List;
+import java.util.Map;
+
+import org.junit.jupiter.api.Test;
+
+class ProducerSettingsTest {
+
+    @Test
+    void defaultsTheTargetsSettingsThenWhatCorrectnessNeeds() {
+        Map<String, Object> config = ProducerSettings.of(Map.of("bootstrap.servers", "b:9092", "linger.ms", "5",
+                "enable.idempotence", "false", "acks", "1", "transactional.id", "theirs",
+                "key.serializer", "x"), List.of(), "mirrorflow|a->b|write-0");
+        assertEquals("b:9092", config.get("bootstrap.servers"));
+        assertEquals("5", config.get("linger.ms"));
+        assertEquals(null, config.get("compression.type"));  // Kafka's default: none
+        assertEquals("120000", config.get("transaction.timeout.ms"));
+        assertEquals("10", config.get("retry.backoff.ms"));
+        assertEquals("1000000", config.get("batch.size"));
+        assertEquals(String.valueOf(16 * 1024 * 1024), config.get("max.request.size"));
+        assertEquals("true", config.get("enable.idempotence"));
+        assertEquals("all", config.get("acks"));
+        assertEquals("mirrorflow|a->b|write-0", config.get("transactional.id"));
+        assertEquals("org.apache.kafka.common.serialization.ByteArraySerializer", config.get("key.serializer"));
+    }
+
+    @Test
+    void batchesFitTheSmallestLimitRequestsTheLargest() {
+        Map<String, Object> config = ProducerSettings.of(Map.of("batch.size", "2000000"), List.of(0L, 50_000L, 2_000_000L),
+                null);
+        assertEquals("50000", config.get("batch.size"));
+        assertEquals(String.valueOf(2_000_000 + ProducerSettings.MESSAGE_MARGIN), config.get("max.request.size"));
+        assertFalse(config.containsKey("transactional.id"));
+    }
+}
