@@ -60,10 +60,6 @@ class IdMapper:
                      source_id, topic, part, found.target_id, found.subject, found.version)
         return found
 
-    def committed(self) -> None:
-        """The new mappings are stored with the plan."""
-        self.uncommitted = []
-
     def _transfer(self, topic: str, remote_topic: str, part: str, source_id: int) -> IdMapping:
         from confluent_kafka.schema_registry import Schema
 

@@ -1,8 +1,8 @@
 """Plans and their results, stored on the target cluster in the compacted topic
 ``mirrorflow-plans.{source}.internal``: the pending mark, each plan, its result and
 validation, why its last attempt failed, which run committed it, when metadata was last
-synced (and, written by the write tasks, a schema transfer's id mappings:
-:mod:`mirrorflow.schema.mapping`). Every write is fenced by the flow's lease."""
+synced, and a schema transfer's id mappings (:mod:`mirrorflow.schema.mapping`, stored by
+the mirror's driver before the write). Every write is fenced by the flow's lease."""
 
 from __future__ import annotations
 

@@ -142,9 +142,7 @@ def _map_schema_ids(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan,
                       policy.is_heartbeats_topic, plan.plan_id)
     table = rewrite_table(mapper, found, {r.topic: r.remote_topic for r in plan.ranges})
     store.save_mappings(mapper.uncommitted)
-    mapper.committed()
     options.update({"schemaIds": json.dumps(table),
-                    "transferParts": ",".join(transfer.fields),
                     "dropHeaders": str(not transfer.include_headers).lower()})
     return found
 
