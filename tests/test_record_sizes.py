@@ -1,6 +1,6 @@
 """Records up to the remote topic's max.message.bytes mirror, whatever shares their write
-slot; a larger one fails the run naming its offset, its size and the limit; a failed
-spark-submit job says why (its own error, its driver's log named)."""
+slot; a larger one fails the run naming its offset, its size and the limit (through
+spark-submit too: test_job_failures)."""
 
 from __future__ import annotations
 
@@ -16,17 +16,13 @@ from helpers.kafka import (
     alter_topic,
     config_file,
     create_topic,
-    delete_records,
     produce,
     read_partition,
     varied_records,
 )
 from mirrorflow.config.loader import load_config
-from mirrorflow.quality import reports
 from mirrorflow.run import run_cycle
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.plan import plan_run
-from mirrorflow.source.plan_store import PlanStore
 from mirrorflow.source.write_task import WriteError
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
@@ -41,18 +37,6 @@ def sized(total: int, key: bytes | None = b"k") -> tuple:
         value = value[:-1]
     assert record_size.batch_size(key, value, None) == total
     return (key, value, None, 1_700_000_000_000 + total)
-
-
-def too_large_at_17(two_clusters: dict[str, str], tmp_path: Path) -> Path:
-    """Topic orders whose record 17 (50,075 bytes as a batch) is too large for its remote
-    topic (max.message.bytes 20,000, created so before the first run); the flow's file."""
-    create_topic(two_clusters["a"], "orders", 1)
-    create_topic(two_clusters["b"], "a.orders", 1, {"max.message.bytes": "20000"})
-    records = varied_records(30)
-    records[17] = (b"big", os.urandom(50_000), None, 1_700_000_000_017)
-    produce(two_clusters["a"], "orders", records, 1)
-    return config_file(tmp_path / "mm2.properties", two_clusters, "a->b.enabled = true",
-                       "emit.heartbeats.enabled = false\n")
 
 
 def positions(path: Path) -> dict:
@@ -126,83 +110,3 @@ def test_the_limit_holds_at_its_boundary_and_follows_the_source(spark, two_clust
     assert again.resumed and again.records == 4 and again.validation["success"]
     assert read_partition(b, "a.orders", 0) == [*at_limit, *varied_records(3, 20), over]
     alter_topic(a, "orders", {"max.message.bytes": None})  # leave the topic as found
-
-
-def test_a_failed_spark_submit_job_says_why_and_keeps_its_driver_log(
-        two_clusters, tmp_path: Path) -> None:
-    """Through ``mirrorflow run`` (spark-submit): the write task's own errors (a record
-    too large, records lost to retention), each as the CLI's one error line, naming the
-    driver's log kept with the run's report; nothing is committed."""
-    path = too_large_at_17(two_clusters, tmp_path)
-
-    def run(run_id: str, flow: str = "a->b") -> str:
-        done = subprocess.run([sys.executable, "-m", "mirrorflow.cli", "run", str(path),
-                               "--flow", flow, "--run-id", run_id],
-                              capture_output=True, text=True, timeout=400)
-        assert done.returncode == 1, done.stdout[-2000:]
-        error = [line for line in done.stderr.splitlines()
-                 if line.startswith("mirrorflow: error: ")]
-        assert len(error) == 1, done.stderr[-3000:]
-        return error[0]
-
-    too_large = run("too-large")
-    assert too_large.startswith(
-        "mirrorflow: error: cannot write orders[0] offset 17 to a.orders: the record is "
-        "50075 bytes as a record batch, larger than a.orders's max.message.bytes = 20000 on "
-        "cluster 'b'; ")
-    log = Path(too_large.rsplit("(driver log: ", 1)[1].rstrip(")"))
-    assert log.parent.name == "too-large" and log.name == "spark-driver.log"
-    assert "WriteError: cannot write orders[0] offset 17" in log.read_text()
-    assert "SparkContext: Successfully stopped SparkContext" in log.read_text()
-    store = PlanStore(load_config(path), load_config(path).flow("a->b"))
-    assert store.failure(store.pending().plan_id)["error"] == "WriteError"
-
-    # Flow b->a's plan, its records gone from the source before they are written.
-    b = two_clusters["b"]
-    create_topic(b, "lost", 1)
-    produce(b, "lost", varied_records(30), 1)
-    path.write_text(path.read_text() + "b->a.enabled = true\nb->a.topics = lost\n")
-    config = load_config(path)
-    plan_run(config, config.flow("b->a"), "planned")
-    delete_records(b, "lost", 0, 10)
-    lost = run("lost", "b->a")
-    assert lost.startswith(
-        "mirrorflow: error: source lost[0]: offsets 0..9 of the planned range 0..29 were "
-        "removed by retention before they were mirrored; nothing after them was written. "
-        "Set b->a.failOnDataLoss = false to skip them (driver log: ")
-    assert "DataLossError: source lost[0]" in Path(
-        lost.rsplit("(driver log: ", 1)[1].rstrip(")")).read_text()
-    assert positions(path) == {}
-    assert OffsetStore(config.cluster("a"), "b").positions() == {}
-
-
-@pytest.mark.airflow
-def test_the_airflow_mirror_task_on_spark_submit_fails_with_the_jobs_own_error(
-        airflow_db, two_clusters, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capfd: pytest.CaptureFixture) -> None:
-    """The flow's DAG on a ``spark`` connection (spark-submit to local[*]): the mirror
-    task's exception is the job's WriteError, not the provider's exit status."""
-    from airflow.dag_processing.dagbag import DagBag
-
-    path = too_large_at_17(two_clusters, tmp_path)
-    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(path))
-    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
-    dag = bag.dags["mirror__a__b"]
-    dag.get_task("mirror").retries = 0  # one spark-submit: the error is the same each try
-    run = dag.test()
-    mirror = next(ti for ti in run.get_task_instances() if ti.task_id == "mirror")
-    assert str(mirror.state) == "failed"
-    out, err = capfd.readouterr()
-    # The task's traceback ends with its exception, as Airflow logs "Task failed with
-    # exception" (the job's own lines, logged by the hook, carry a log prefix).
-    raised = [line for line in (out + err).splitlines()
-              if line.startswith(f"{WriteError.__module__}.WriteError: ")]
-    assert len(raised) == 1, (out + err)[-3000:]
-    message = raised[0].split(": ", 1)[1]
-    assert message.startswith(
-        "cannot write orders[0] offset 17 to a.orders: the record is 50075 bytes as a record "
-        "batch, larger than a.orders's max.message.bytes = 20000 on cluster 'b'; ")
-    log = Path(message.rsplit("(driver log: ", 1)[1].rstrip(")"))
-    assert log == reports.run_dir("a->b", run.run_id) / "spark-driver.log"
-    assert "WriteError: cannot write orders[0] offset 17" in log.read_text()
-    assert positions(path) == {}

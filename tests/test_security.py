@@ -9,6 +9,7 @@ those, proving the list sufficient; the ACL sync itself is checked on the target
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -36,7 +37,8 @@ from mirrorflow.run import run_cycle
 pytestmark = pytest.mark.broker
 
 SCRAM = "SCRAM-SHA-256"
-USERS = {"admin": "admin-secret", "mirror": "mirror-secret", "alice": "alice-secret"}
+USERS = {"admin": "admin-secret", "mirror": "mirror-secret", "alice": "alice-secret",
+         "bob": "bob-secret"}
 
 
 def make_certificates(folder: Path) -> tuple[Path, Path]:
@@ -143,6 +145,27 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, Pat
     close_shared()
     for broker in brokers.values():
         stop(broker)
+
+
+def grant(admin: AdminClient, user: str, bindings: list[AclBinding]) -> None:
+    """``bindings`` (written for the principal ``mirror``) created for ``user``."""
+    for future in admin.create_acls([
+            AclBinding(x.restype, x.name, x.resource_pattern_type, f"User:{user}", x.host,
+                       x.operation, x.permission_type) for x in bindings]).values():
+        future.result(30)
+
+
+def flow_lines(user: str, a: str, b: str, ca: Path, topic: str) -> list[str]:
+    """The lines of flow a->b of ``topic`` over SASL_SSL as ``user``."""
+    jaas = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+            f'username="{user}" password="{USERS[user]}";')
+    return ["clusters = a, b", f"a.bootstrap.servers = {a}", f"b.bootstrap.servers = {b}",
+            "a->b.enabled = true", f"a->b.topics = {topic}", "replication.factor = 1",
+            "offset-syncs.topic.replication.factor = 1",
+            "checkpoints.topic.replication.factor = 1", "emit.heartbeats.enabled = false",
+            "sync.topic.acls.enabled = false", "security.protocol = SASL_SSL",
+            f"sasl.mechanism = {SCRAM}", f"sasl.jaas.config = {jaas}",
+            "ssl.truststore.type = PEM", f"ssl.truststore.location = {ca}"]
 
 
 def test_mirror_over_sasl_ssl_with_exactly_the_documented_acls(secure, spark,
@@ -405,25 +428,9 @@ def test_without_transactional_id_grants_a_run_says_it_was_at_least_once(
         producer.produce("refunds", key=f"k{i}".encode(), value=f"v{i}".encode())
     assert producer.flush(30) == 0
 
-    def as_alice(bindings: list[AclBinding]) -> list[AclBinding]:
-        return [AclBinding(x.restype, x.name, x.resource_pattern_type, "User:alice", x.host,
-                           x.operation, x.permission_type) for x in bindings]
-
-    for future in admin_a.create_acls(as_alice(mirror_acls_on_source(["refunds"], "b"))
-                                      ).values():
-        future.result(30)
-    for future in admin_b.create_acls(as_alice([x for x in mirror_acls_on_target("a")
-                                                if x.restype != TXN])).values():
-        future.result(30)
-    jaas = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
-            f'username="alice" password="{USERS["alice"]}";')
-    lines = ["clusters = a, b", f"a.bootstrap.servers = {a}", f"b.bootstrap.servers = {b}",
-             "a->b.enabled = true", "a->b.topics = refunds", "replication.factor = 1",
-             "offset-syncs.topic.replication.factor = 1",
-             "checkpoints.topic.replication.factor = 1", "emit.heartbeats.enabled = false",
-             "sync.topic.acls.enabled = false", "security.protocol = SASL_SSL",
-             f"sasl.mechanism = {SCRAM}", f"sasl.jaas.config = {jaas}",
-             "ssl.truststore.type = PEM", f"ssl.truststore.location = {ca}"]
+    grant(admin_a, "alice", mirror_acls_on_source(["refunds"], "b"))
+    grant(admin_b, "alice", [x for x in mirror_acls_on_target("a") if x.restype != TXN])
+    lines = flow_lines("alice", a, b, ca, "refunds")
     path = tmp_path / "mm2.properties"
     path.write_text("\n".join(lines) + "\n")
 
@@ -460,3 +467,54 @@ def test_without_transactional_id_grants_a_run_says_it_was_at_least_once(
                        r"required, but cluster 'b' refuses the flow's transactions "
                        r"\(mirrorflow\|a->b\|state: "):
         run_cycle(path, "a->b", spark=spark)
+
+
+@pytest.mark.spark
+@pytest.mark.airflow
+def test_a_write_slot_refused_its_transactions_fails_a_submitted_job_by_name(
+        secure, airflow_db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture) -> None:
+    """exactly.once.support = required, and cluster b grants bob the flow's state
+    transactional id but not its write slots': the Spark job's writer (spark-submit to
+    local[*]) refuses by name, as the CLI's one error line and as the Airflow mirror
+    task's TransactionsRefusedError, naming the driver's log; nothing is written or
+    committed."""
+    from helpers.failed_jobs import airflow_error, cli_error, driver_log
+    from mirrorflow.config.loader import load_config
+    from mirrorflow.source.offsets import OffsetStore
+    from mirrorflow.state_fence import TransactionsRefusedError
+
+    brokers, ca = secure
+    a, b = brokers["a"].bootstrap, brokers["b"].bootstrap
+    admin_a = AdminClient({"bootstrap.servers": a, **client(ca, "admin")})
+    admin_b = AdminClient({"bootstrap.servers": b, **client(ca, "admin")})
+    admin_a.create_topics([NewTopic("payments", 1, 1)])["payments"].result(30)
+    producer = Producer({"bootstrap.servers": a, **client(ca, "admin")})
+    for i in range(20):
+        producer.produce("payments", key=f"k{i}".encode(), value=f"v{i}".encode())
+    assert producer.flush(30) == 0
+    grant(admin_a, "bob", mirror_acls_on_source(["payments"], "b"))
+    grant(admin_b, "bob", [x for x in mirror_acls_on_target("a") if x.restype != TXN]
+          + allow("mirror", TXN, "mirrorflow|a->b|state", LITERAL, Op.WRITE, Op.DESCRIBE))
+    path = tmp_path / "mm2.properties"
+    path.write_text("\n".join([*flow_lines("bob", a, b, ca, "payments"),
+                               "exactly.once.support = required"]) + "\n")
+    refused = (r"^flow a->b: exactly\.once\.support = required, but cluster 'b' refuses the "
+               r"flow's transactions \(mirrorflow\|a->b\|write-0, writing payments\[0\] -> "
+               r"a\.payments\[0\]: TransactionalIdAuthorizationException: [^)]*\); nothing was "
+               r"written; grant WRITE and DESCRIBE on the TransactionalId prefix 'mirrorflow\|' "
+               r"\(docs/security\.md\) \(driver log: .*\)$")
+
+    said = cli_error(path, "a->b", "refused")
+    assert re.match(refused, said), said
+    assert said.split(" (driver log: ")[0] in driver_log(said).read_text()
+
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(path))
+    raised, _ = airflow_error("mirror__a__b", TransactionsRefusedError, capfd)
+    assert re.match(refused, raised), raised
+
+    reader = Consumer({"bootstrap.servers": b, "group.id": "check-payments",
+                       **client(ca, "admin"), "enable.auto.commit": False})
+    assert reader.get_watermark_offsets(TopicPartition("a.payments", 0), 10) == (0, 0)
+    reader.close()
+    assert OffsetStore(load_config(path).cluster("b"), "a").positions() == {}

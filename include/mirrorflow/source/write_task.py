@@ -18,6 +18,13 @@ class WriteError(MirrorflowError):
     """A range could not be written; the message names topic, partition and offset."""
 
 
+class WriterFencedError(WriteError):
+    """A newer producer of the write slot's ``transactional.id`` fenced this attempt's
+    (another attempt of the plan) or the transaction outlived ``transaction.timeout.ms``:
+    its open transaction is aborted, and the newer attempt or the next run finishes the
+    plan. Raised by the JVM writer as ``WriterFencedException``."""
+
+
 @dataclass(frozen=True)
 class WriteTask:
     """One planned range, as the write task of its slot sees it."""

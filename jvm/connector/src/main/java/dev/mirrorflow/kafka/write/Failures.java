@@ -50,6 +50,20 @@ final class Failures {
         return false;
     }
 
+    /** Whether a newer producer of the same {@code transactional.id} fenced this one, or the
+     * coordinator bumped its epoch (KIP-98, KIP-588): a {@link WriterFencedException}. */
+    static boolean fenced(Throwable error) {
+        for (Throwable e = error; e != null; e = e.getCause()) {
+            if (e instanceof ProducerFencedException || e instanceof InvalidProducerEpochException) {
+                return true;
+            }
+            if (e.getCause() == e) {
+                break;
+            }
+        }
+        return false;
+    }
+
     /** Whether writing the transaction again may succeed (and nothing in the chain is fatal). */
     static boolean passing(Throwable error) {
         if (fatal(error)) {

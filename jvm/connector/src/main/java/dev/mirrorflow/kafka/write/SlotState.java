@@ -83,15 +83,37 @@ abstract class SlotState {
      * more ranges it held, and the cause.
      */
     WriteException transactionFailed(String cause) {
+        return new WriteException(openTransaction() + " failed: " + cause);
+    }
+
+    /**
+     * The open transaction failed for good on {@code e}: a {@link WriterFencedException} when a
+     * newer producer of the slot's id fenced this one, else {@link #transactionFailed(String)}.
+     */
+    WriteException transactionFailed(Throwable e) {
+        if (!Failures.fenced(e)) {
+            return transactionFailed(Failures.describe(e));
+        }
+        WriteTask task = tasks.get(0);
+        return new WriterFencedException(openTransaction() + ": write slot " + task.slot() + "'s producer ("
+                + WriteTask.transactionalId(task.flow(), task.slot()) + ") was fenced on cluster " + config.cluster()
+                + " by a newer one of the plan (another attempt of it) or for outliving transaction.timeout.ms; "
+                + "its open transaction is aborted and this attempt stops, the newer attempt or the next run "
+                + "finishes the plan (" + Failures.describe(e) + ")", e);
+    }
+
+    /** {@code writing orders[0] -> a.orders[0]: the transaction of upstream offsets 5..9 (and of 2 more
+     * ranges of write slot 3)}, or {@code writing <where>: the transaction} when it holds no record. */
+    private String openTransaction() {
         List<RangeState> touched = openRanges();
         if (touched.isEmpty()) {
-            return new WriteException("writing " + where() + ": the transaction failed: " + cause);
+            return "writing " + where() + ": the transaction";
         }
         RangeState state = touched.get(0);
         String more = touched.size() > 1 ? " (and of " + (touched.size() - 1) + " more ranges of write slot "
                 + tasks.get(0).slot() + ")" : "";
-        return new WriteException("writing " + state.task.where() + ": the transaction of upstream offsets "
-                + state.txn.get(0).firstUpstream() + ".." + state.lastUpstream() + more + " failed: " + cause);
+        return "writing " + state.task.where() + ": the transaction of upstream offsets "
+                + state.txn.get(0).firstUpstream() + ".." + state.lastUpstream() + more;
     }
 
     /** The first delivery failure of the open transaction, as {@code <where> offset N: <error>}, or null. */
@@ -114,7 +136,7 @@ abstract class SlotState {
      */
     RuntimeException sendFailed(RangeState state, ConsumerRecord<byte[], byte[]> record, Throwable e) {
         if (Failures.fatal(e)) {
-            return transactionFailed(Failures.describe(e));
+            return transactionFailed(e);
         }
         if (transactional && Failures.passing(e)) {
             String earlier = firstDeliveryError();

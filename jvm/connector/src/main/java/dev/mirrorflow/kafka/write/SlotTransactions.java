@@ -58,8 +58,8 @@ abstract class SlotTransactions extends SlotState {
             } catch (InterruptException e) {
                 throw e;
             } catch (KafkaException e) {
-                throw new WriteException("writing " + where() + ": cannot begin a transaction: "
-                        + Failures.describe(e), e);
+                throw Failures.fenced(e) ? transactionFailed(e) : new WriteException("writing " + where()
+                        + ": cannot begin a transaction: " + Failures.describe(e), e);
             }
         }
         for (RangeState state : ranges.values()) {
@@ -82,8 +82,8 @@ abstract class SlotTransactions extends SlotState {
                 } catch (InterruptException e) {
                     throw e;
                 } catch (KafkaException e) {
-                    throw new WriteException("writing " + where() + ": cannot end an empty transaction: "
-                            + Failures.describe(e), e);
+                    throw Failures.fenced(e) ? transactionFailed(e) : new WriteException("writing " + where()
+                            + ": cannot end an empty transaction: " + Failures.describe(e), e);
                 }
             }
             return;
@@ -149,7 +149,7 @@ abstract class SlotTransactions extends SlotState {
                     throw spansFailed(failed);
                 }
             }
-            throw failed(e, transactionFailed(Failures.describe(e)));
+            throw failed(e, transactionFailed(e));
         }
         return spans;
     }
@@ -158,7 +158,7 @@ abstract class SlotTransactions extends SlotState {
      * (passing, in a transaction) or {@code otherwise}. */
     private RuntimeException failed(KafkaException e, WriteException otherwise) {
         if (Failures.fatal(e)) {
-            return transactionFailed(Failures.describe(e));
+            return transactionFailed(e);
         }
         if (transactional && Failures.passing(e)) {
             return new Abortable(Failures.describe(e));
@@ -177,7 +177,7 @@ abstract class SlotTransactions extends SlotState {
                 return;
             } catch (TimeoutException e) {
                 if (attempt >= TRANSACTION_ATTEMPTS) {
-                    throw transactionFailed(Failures.describe(e));
+                    throw transactionFailed(e);
                 }
                 LOG.warn("{}: commit attempt {} of {} timed out ({}); trying again", where(), attempt,
                         TRANSACTION_ATTEMPTS, e.getMessage());
@@ -228,7 +228,7 @@ abstract class SlotTransactions extends SlotState {
                     continue;
                 }
                 if (Failures.fatal(slice.cause())) {
-                    throw transactionFailed(Failures.describe(slice.cause()));
+                    throw transactionFailed(slice.cause());
                 }
                 if (transactional && Failures.passing(slice.cause())) {
                     throw new Abortable(state.task.where() + " " + error);
@@ -269,7 +269,7 @@ abstract class SlotTransactions extends SlotState {
         } catch (InterruptException e) {
             throw e;
         } catch (KafkaException e) {
-            throw transactionFailed(Failures.describe(e));
+            throw transactionFailed(e);
         }
         begin();
         for (Slice slice : pending) {

@@ -118,8 +118,10 @@ public final class SlotWriter extends SlotTransactions {
                 throw new WriteException(where + ": cannot start transactions: " + Failures.describe(e), e);
             }
             if ("required".equals(task.exactlyOnce())) {
-                throw new WriteException("exactly.once.support = required, but cluster " + config.cluster()
-                        + " refuses transactions (" + txnId + ") for " + where() + ": " + Failures.describe(e), e);
+                throw new TransactionsRefusedException("flow " + task.flow() + ": exactly.once.support = required, "
+                        + "but cluster " + config.cluster() + " refuses the flow's transactions (" + txnId + ", writing "
+                        + where() + ": " + Failures.describe(e) + "); nothing was written; grant WRITE and DESCRIBE "
+                        + "on the TransactionalId prefix 'mirrorflow|' (docs/security.md)", e);
             }
             LOG.warn("transactions unavailable for {} ({}); writing at-least-once with an idempotent producer", where,
                     Failures.describe(e));

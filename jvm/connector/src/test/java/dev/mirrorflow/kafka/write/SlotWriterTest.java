@@ -420,9 +420,13 @@ class SlotWriterTest {
         SlotWriter writer = writer(new Clients(producer), (t, p) -> 0, task("orders", 0, 0, 100, 100_000));
         writer.write(record("orders", 0, 0, 1));
         producer.fenceProducer();
-        WriteException e = assertThrows(WriteException.class, () -> writer.write(record("orders", 0, 1, 1)));
+        WriterFencedException e = assertThrows(WriterFencedException.class,
+                () -> writer.write(record("orders", 0, 1, 1)));
         assertTrue(e.getMessage().startsWith("writing orders[0] -> a.orders[0]: the transaction of upstream offsets "
-                + "0..1 failed: KafkaException: MockProducer is fenced."), e.getMessage());
+                + "0..1: write slot 0's producer (mirrorflow|a->b|write-0) was fenced on cluster 'b' by a newer one "
+                + "of the plan (another attempt of it) or for outliving transaction.timeout.ms; its open transaction "
+                + "is aborted and this attempt stops, the newer attempt or the next run finishes the plan "
+                + "(KafkaException: MockProducer is fenced."), e.getMessage());
         assertTrue(e.getMessage().contains("ProducerFencedException"), e.getMessage());
         writer.abort();
         writer.release();
@@ -484,9 +488,11 @@ class SlotWriterTest {
                 100_000, 0, 0, 0);
         SlotWriter writer = new SlotWriter(List.of(task), CONFIG, Map.of(), new Clients(refusing), (t, p) -> 0,
                 t -> SourceDigest.NONE);
-        WriteException e = assertThrows(WriteException.class, writer::open);
-        assertEquals("exactly.once.support = required, but cluster 'b' refuses transactions (mirrorflow|a->b|write-0) "
-                + "for orders[0] -> a.orders[0]: TransactionalIdAuthorizationException: denied", e.getMessage());
+        TransactionsRefusedException e = assertThrows(TransactionsRefusedException.class, writer::open);
+        assertEquals("flow a->b: exactly.once.support = required, but cluster 'b' refuses the flow's transactions "
+                + "(mirrorflow|a->b|write-0, writing orders[0] -> a.orders[0]: TransactionalIdAuthorizationException: "
+                + "denied); nothing was written; grant WRITE and DESCRIBE on the TransactionalId prefix 'mirrorflow|' "
+                + "(docs/security.md)", e.getMessage());
     }
 
     @Test
