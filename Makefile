@@ -37,7 +37,7 @@ $(BIN)/python:
 
 $(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install -e '.[dev]' -c constraints.txt
+	$(BIN)/python -m pip install -e '.[dev,lineage]' -c constraints.txt
 	$(BIN)/python -m pip install --no-deps --force-reinstall pyspark==$(PYSPARK_VERSION)
 	touch $@
 

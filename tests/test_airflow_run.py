@@ -73,6 +73,19 @@ def everything_a_run_wrote(bootstraps: dict[str, str], roots: list[Path]) -> Ite
                         [key or b"", value or b""] + [v or b"" for _, v in headers or []])
 
 
+def asset_events(source_run_id: str) -> list[tuple[str, str, str]]:
+    """(task, asset URI, plan id) of every asset event a task of the run emitted."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return sorted((task, uri, (extra or {}).get("plan_id")) for task, uri, extra in
+                      session.query(AssetEvent.source_task_id, AssetModel.uri,
+                                    AssetEvent.extra).select_from(AssetEvent).join(
+                          AssetModel, AssetModel.id == AssetEvent.asset_id).filter(
+                          AssetEvent.source_run_id == source_run_id).all())
+
+
 def xcoms(dag_id: str, run_id: str) -> list[tuple[str, str]]:
     """The (task, key) of every XCom the run's tasks pushed."""
     from airflow.models.xcom import XComModel
@@ -117,8 +130,9 @@ def test_dag_mirrors_checkpoints_and_senses_heartbeat(airflow_db, two_clusters, 
     assert report["validation"]["success"] and report["validation"]["verified_records"] == 601
     assert Path(report["validation"]["data_docs"]).exists()
     assert xcoms(dag.dag_id, run.run_id) == [
-        (task, "return_value") for task in ("await_heartbeat", "commit_and_sync_offsets",
-                                             "mirror", "plan", "report")]
+        (task, "return_value") for task in (
+            "await_heartbeat", "checkpoint", "commit", "mirror", "plan", "report",
+            "sync_group_offsets", "sync_topic_configs", "validate")]
 
     # A second run (as a re-run or backfill would) mirrors nothing twice.
     produce(a, "orders", varied_records(10, 600), 2)
@@ -160,8 +174,9 @@ def test_failed_completeness_check_fails_the_run_before_commit(airflow_db, two_c
 
     run = flow_dag(path, monkeypatch).test()
     got = states(run)
-    assert str(run.state) == "failed" and got["mirror"] == "failed", got
-    assert got["commit_and_sync_offsets"] == "upstream_failed"
+    # The copy succeeded; the data-quality verdict is validate's.
+    assert str(run.state) == "failed" and got["mirror"] == "success", got
+    assert got["validate"] == "failed" and got["commit"] == "upstream_failed", got
     assert OffsetStore(config.cluster("b"), "a").positions() == {}
     assert PlanStore(config, flow).pending().plan_id == pending.plan_id
     failed = reports.read("a->b", run.run_id)["validation"]
@@ -201,8 +216,8 @@ def test_nothing_to_mirror_starts_no_spark_job(airflow_db, two_clusters, tmp_pat
     run = flow_dag(path, monkeypatch).test()
     got = states(run)
     assert str(run.state) == "success", got
-    assert got["mirror"] == "skipped", got
-    assert got["commit_and_sync_offsets"] == got["report"] == "success", got
+    assert got["mirror"] == got["validate"] == "skipped", got
+    assert got["commit"] == got["report"] == "success", got
     assert reports.read("a->b", run.run_id)["records"] == 0
 
 
@@ -267,9 +282,8 @@ def test_a_task_failing_after_the_commit_fails_the_run(airflow_db, two_clusters,
                                                        monkeypatch, capfd, warm_spark) -> None:
     """A run whose checkpoints fail after the commit (here: the checkpoints topic asks for
     more replicas than the target has brokers) ends failed, not green behind the
-    ``all_done`` report: the commit task's retries find the plan committed by this run,
-    commit nothing again and fail in the checkpoints again; the report, once written with
-    the commit's figures, fails naming the task."""
+    ``all_done`` report: the checkpoint task fails on each try, alone (the commit is not
+    redone); the report, written with the commit's figures, fails naming the task."""
     create_topic(two_clusters["a"], "orders", 1)
     produce(two_clusters["a"], "orders", varied_records(5), 1)
     commit(two_clusters["a"], "app", "orders", {0: 3})
@@ -281,15 +295,17 @@ def test_a_task_failing_after_the_commit_fails_the_run(airflow_db, two_clusters,
     run = flow_dag(path, monkeypatch).test()
     got = states(run)
     assert str(run.state) == "failed", got
-    assert (got["commit_and_sync_offsets"], got["report"]) == ("failed", "failed"), got
+    assert (got["commit"], got["checkpoint"], got["report"]) == (
+        "success", "failed", "failed"), got
+    committed = next(ti for ti in run.get_task_instances() if ti.task_id == "commit")
+    assert committed.try_number == 1
     written = reports.read("a->b", run.run_id)  # before the report task failed
-    assert written["records"] == 5 and "failed" not in written
-    assert written["note"] == f"plan {written['plan_id']} was committed by an earlier attempt"
+    assert written["records"] == 5 and "failed" not in written and written["note"] is None
     assert read_partition(two_clusters["b"], "a.orders", 0) == read_partition(
         two_clusters["a"], "orders", 0)  # once, whatever the retries
     printed = capfd.readouterr().out
-    assert ("flow a->b: the run committed, but its task commit_and_sync_offsets failed (see "
-            "its log)") in printed
+    assert ("flow a->b: the run committed, but its task checkpoint failed (see its log)"
+            ) in printed
     assert ("TopicCreationError: cluster 'b': cannot create topic 'a.checkpoints.internal' "
             "(1 partitions, replication factor 3): Unable to replicate the partition 3 "
             "time(s)") in printed
@@ -300,8 +316,8 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
         airflow_db, two_clusters, tmp_path, monkeypatch, warm_spark) -> None:
     """``mirrorflow.mirror.repeat.seconds``: while records keep arriving, one DAG run's
     ``mirror`` commits its proved plan and plans, mirrors and proves again, until the run
-    is that old; then it commits the last plan too, with the topic configs due, and skips
-    the commit task. Every record once and in order, each plan committed by the run, the
+    is that old; then the tasks after it act on the last plan (validate, commit, the
+    syncs). Every record once and in order, each plan committed by the run, the
     report and the metrics counting every cycle, its proof and Data Docs the last cycle's;
     heartbeats once a run, by its plan. The next run, with nothing arriving, ends its
     cycles on an empty plan, which its commit task commits."""
@@ -339,8 +355,8 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
         stop.set()
         producer.join(10)
     assert str(run.state) == "success", states(run)
-    assert (states(run)["mirror"], states(run)["commit_and_sync_offsets"]) == (
-        "success", "skipped")
+    assert (states(run)["mirror"], states(run)["validate"], states(run)["commit"]) == (
+        "success", "success", "success")
     mirrored = next(ti for ti in run.get_task_instances() if ti.task_id == "mirror")
     output = mirrored.xcom_pull(task_ids="mirror")
     cycles = output["cycles"]
@@ -360,6 +376,12 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
     assert Path(report["validation"]["data_docs"]).exists()
     rendered = [r.args[0] for r in renders.buffer if r.msg.startswith("rendering the Data Docs")]
     assert rendered == [report["plan_id"]]  # the last cycle's only: each would replace the last
+    # One asset event per committed plan: the cycles' by mirror, the last plan's by commit
+    # (each wrote to a.orders; only the first plan carried the run's heartbeat).
+    plans = [c["plan_id"] for c in report["cycles"]] + [report["plan_id"]]
+    orders = f"kafka://{b}/a.orders"
+    assert [e for e in asset_events(run.run_id) if e[1] == orders] == sorted(
+        [("mirror", orders, p) for p in plans[:-1]] + [("commit", orders, plans[-1])])
     ends = OffsetStore(load_config(path).cluster("b"), "a").positions()
     assert ends[("heartbeats", 0)] == 0  # the run's one heartbeat, emitted by its plan
     assert report["records"] == sum(ends.values()) + 3  # positions: the last offsets
@@ -372,7 +394,7 @@ def test_a_run_that_repeats_its_cycle_commits_every_plan_once_and_reports_them_a
     produced[0] += 50
     again = dag.test(logical_date=run.logical_date - timedelta(days=1))
     assert str(again.state) == "success", states(again)
-    assert states(again)["commit_and_sync_offsets"] == "success"
+    assert states(again)["commit"] == "success"
     second = reports.read("a->b", again.run_id)
     assert len(second["cycles"]) == 1
     assert second["records"] == produced[0] + 2 - report["records"]

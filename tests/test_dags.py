@@ -68,7 +68,8 @@ def test_a_task_process_parses_its_own_flows_dag_alone(
         bag = dagbag_for(config, repo / "dags", monkeypatch)
     assert bag.import_errors == {} and list(bag.dags) == ["mirror__west-1__east-1"]
     assert [t.task_id for t in bag.dags["mirror__west-1__east-1"].tasks] == [
-        "plan", "mirror", "commit_and_sync_offsets", "await_heartbeat", "report"]
+        "plan", "mirror", "validate", "commit", "checkpoint", "sync_topic_configs",
+        "await_heartbeat", "report"]
     with _airflow_parsing_context_manager(dag_id="mirror__nowhere__else", task_id="plan"):
         assert len(dagbag_for(config, repo / "dags", monkeypatch).dags) == 12
 
@@ -149,26 +150,33 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
                     "b->a.emit.heartbeats.enabled = true\n")
     bag = dagbag_for(path, repo / "dags", monkeypatch)
     full, bare = bag.dags["mirror__a__b"], bag.dags["mirror__c__a"]
-    # Checkpoints and the metadata sync follow the commit in its task: no task of their own.
-    # The plan task claims the flow first: no claim task of its own.
+    # The card's steps are tasks; a step the flow switches off has none. The plan task
+    # claims the flow first: no claim task of its own.
     assert set(full.task_ids) == {
-        "plan", "mirror", "commit_and_sync_offsets", "await_heartbeat", "report"}
-    assert set(bare.task_ids) == {"plan", "mirror", "commit_and_sync_offsets", "report"}
+        "plan", "mirror", "validate", "commit", "checkpoint", "sync_group_offsets",
+        "sync_topic_configs", "await_heartbeat", "report"}
+    assert set(bare.task_ids) == {"plan", "mirror", "validate", "commit", "report"}
     # The run owns the flow from plan to report, which runs whatever the other tasks did
     # and waits for all of them.
     assert full.get_task("plan").upstream_task_ids == set()
-    assert full.get_task("plan").downstream_task_ids == {
-        "mirror", "commit_and_sync_offsets", "await_heartbeat"}
-    assert bare.get_task("plan").downstream_task_ids == {"mirror", "commit_and_sync_offsets"}
+    assert full.get_task("plan").downstream_task_ids == {"mirror", "commit", "await_heartbeat"}
+    assert bare.get_task("plan").downstream_task_ids == {"mirror", "commit"}
     assert full.get_task("plan").mode == "reschedule"
     assert full.get_task("report").trigger_rule == "all_done"
     assert full.get_task("report").upstream_task_ids == {
-        "commit_and_sync_offsets", "await_heartbeat"}
+        "commit", "checkpoint", "sync_group_offsets", "sync_topic_configs", "await_heartbeat"}
     assert full.get_task("report").downstream_task_ids == set()
-    assert bare.get_task("report").upstream_task_ids == {"commit_and_sync_offsets"}
-    # The proof's verdict ends the mirror task: nothing is committed after a failed one.
-    assert full.get_task("mirror").downstream_task_ids == {"commit_and_sync_offsets",
-                                                           "await_heartbeat"}
+    assert bare.get_task("report").upstream_task_ids == {"commit"}
+    # The proof's verdict is validate's: nothing is committed after a failed one; the
+    # syncs follow the commit, the group offsets the checkpoints they are taken from.
+    assert full.get_task("mirror").downstream_task_ids == {"validate", "await_heartbeat"}
+    assert full.get_task("validate").downstream_task_ids == {"commit"}
+    assert full.get_task("commit").trigger_rule == "none_failed_min_one_success"
+    assert full.get_task("commit").downstream_task_ids == {
+        "checkpoint", "sync_topic_configs", "report"}
+    assert full.get_task("checkpoint").downstream_task_ids == {"sync_group_offsets", "report"}
+    # What the run mirrored is published through the flow's asset alias.
+    assert [o.name for o in full.get_task("commit").outlets] == ["mirrorflow:a->b"]
     # The heartbeat is sensed beside the commit, off the run's critical path.
     sensed = full.get_task("await_heartbeat")
     assert sensed.upstream_task_ids == {"plan", "mirror"}
@@ -183,8 +191,10 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
     assert sensed.since({}) == 1_795_608_000_123
     assert full.get_task("mirror").pool == "mirrorflow_spark"
     # The tasks returning a dict push it as one XCom, not one more per key.
-    assert [full.get_task(t).multiple_outputs for t in ("commit_and_sync_offsets", "report")
-            ] == [False, False]
+    assert {t: full.get_task(t).multiple_outputs for t in (
+        "validate", "commit", "checkpoint", "sync_group_offsets", "sync_topic_configs", "report")
+            } == dict.fromkeys(("validate", "commit", "checkpoint", "sync_group_offsets",
+                                "sync_topic_configs", "report"), False)
     assert full.get_task("mirror").conn_id == "spark_default"
     assert bare.schedule is None or str(bare.timetable.summary) in ("None", "")
     assert set(full.params) == {"topics", "max_records_per_partition", "dry_run", "reset",
@@ -194,10 +204,11 @@ def test_tasks_follow_the_flow_properties(repo: Path, tmp_path: Path,
     # Every task but the sensors (their waits have timeouts of their own) has a limit.
     assert {t.task_id: t.execution_timeout for t in full.tasks} == {
         "await_heartbeat": None, "mirror": timedelta(hours=2),
-        **dict.fromkeys(("plan", "commit_and_sync_offsets", "report"), timedelta(minutes=10))}
+        **dict.fromkeys(("plan", "validate", "commit", "checkpoint", "sync_group_offsets",
+                         "sync_topic_configs", "report"), timedelta(minutes=10))}
     assert {t.task_id: t.execution_timeout for t in bare.tasks} == {
         "mirror": timedelta(minutes=15),
-        **dict.fromkeys(("plan", "commit_and_sync_offsets", "report"), timedelta(minutes=2))}
+        **dict.fromkeys(("plan", "validate", "commit", "report"), timedelta(minutes=2))}
 
 
 HUNG_DAG = """
@@ -339,7 +350,7 @@ def test_plan_waits_for_a_cluster_that_does_not_answer_then_fails_naming_it(
     # Every other task's retry checks them first: the hook Airflow's task runner calls
     # before execute (airflow.sdk.execution_time.task_runner._execute_task); a first try
     # trusts its run's plan.
-    for task_id in ("mirror", "commit_and_sync_offsets", "await_heartbeat", "report"):
+    for task_id in ("mirror", "validate", "commit", "checkpoint", "await_heartbeat", "report"):
         before = dag.get_task(task_id)._pre_execute_hook
         before({"ti": SimpleNamespace(try_number=1)})
         with pytest.raises(ClusterUnreachableError, match=unreachable + "$"):

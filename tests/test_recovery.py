@@ -80,7 +80,7 @@ def test_the_documented_repair_after_a_failed_proof_ends_green(airflow_db, two_c
     failed = flow_dag(path, monkeypatch).test(logical_date=BASE + timedelta(minutes=1))
     got = states(failed)
     assert str(failed.state) == "failed"
-    assert (got["mirror"], got["report"]) == ("failed", "failed")
+    assert (got["mirror"], got["validate"], got["report"]) == ("success", "failed", "failed")
     # While runs fail, the lag and the heartbeat's age are still measured and shown, the
     # alert fires, and the failed run's records are not counted as mirrored.
     summary = reports.read("a->b", failed.run_id)
@@ -101,7 +101,7 @@ def test_the_documented_repair_after_a_failed_proof_ends_green(airflow_db, two_c
 
     got = states(repaired)
     assert str(repaired.state) == "success", got
-    assert got["mirror"] == got["await_heartbeat"] == got["commit_and_sync_offsets"] == "success"
+    assert got["mirror"] == got["await_heartbeat"] == got["commit"] == "success"
     for p in range(3):
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
         assert len(read_partition(b, "a.orders", p)) == 200
@@ -156,7 +156,7 @@ def test_dry_runs_write_nothing_and_every_reset_mode_ends_green(airflow_db, two_
                                  "reset_timestamp_ms": 1_700_000_000_010})
         got = states(dry)
         assert str(dry.state) == "success", got
-        assert got["plan"] == got["mirror"] == got["commit_and_sync_offsets"] == "skipped"
+        assert got["plan"] == got["mirror"] == got["validate"] == got["commit"] == "skipped"
         assert got["report"] == "skipped"  # nothing held
         after = {alias: end_offsets(boot) for alias, boot in two_clusters.items()}
         for alias, ends in after.items():  # Kafka creates its own topics on first use: the

@@ -57,14 +57,16 @@ def test_an_old_runs_commit_run_again_changes_nothing(airflow_db, two_clusters, 
     store = OffsetStore(config.cluster("b"), "a")
     assert store.positions() == {("orders", 0): 249, ("orders", 1): 249}
 
-    again = airflow_task("mirror__a__b", "commit_and_sync_offsets", first.run_id)
+    again = airflow_task("mirror__a__b", "commit", first.run_id)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert f"is not pending: it was already committed by run {first.run_id}" in \
         again.stdout + again.stderr
     assert store.positions() == {("orders", 0): 249, ("orders", 1): 249}
-    # The old run's mirror, run again, mirrors nothing: its plan is no longer pending.
-    mirrored = airflow_task("mirror__a__b", "mirror", first.run_id)
-    assert "is not pending: it was already committed" in mirrored.stdout + mirrored.stderr
+    # The old run's mirror and validate, run again, do nothing: its plan is no longer
+    # pending.
+    for task_id in ("mirror", "validate"):
+        done = airflow_task("mirror__a__b", task_id, first.run_id)
+        assert "is not pending: it was already committed" in done.stdout + done.stderr
     assert first_plan.pending() is None
 
     produce(a, "orders", varied_records(100, 500), 2)
@@ -94,10 +96,10 @@ def test_a_failed_proof_marked_success_commits_nothing(airflow_db, two_clusters,
     producer.produce("a.orders", value=b"foreign", partition=0)
     assert producer.flush(10) == 0
     run = flow_dag(path, monkeypatch).test()
-    assert states(run)["mirror"] == "failed", states(run)
+    assert (states(run)["mirror"], states(run)["validate"]) == ("success", "failed"), states(run)
 
-    # What "Mark success" on the failed mirror lets run: the commit task, for that run.
-    commit = airflow_task("mirror__a__b", "commit_and_sync_offsets", run.run_id)
+    # What "Mark success" on the failed validate lets run: the commit task, for that run.
+    commit = airflow_task("mirror__a__b", "commit", run.run_id)
     assert "Task failed with exception" in commit.stdout + commit.stderr, commit.stdout[-3000:]
     assert (f"CommitRefusedError: plan {pending.plan_id} of flow a->b has no passing "
             "completeness check (failed); nothing was committed") in commit.stdout + commit.stderr

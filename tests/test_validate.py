@@ -108,10 +108,10 @@ def test_data_docs_that_cannot_be_written_leave_the_verdict_and_a_warning(
     monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path / "reports"))
     blocked = tmp_path / "docs"
     blocked.write_text("a file where the run's Data Docs would go")
-    outcome, context = run_suites([], [], 0, None, [], blocked, "run-1")
+    outcome, results = run_suites([], [], 0, None, [], "run-1")
     assert outcome == {"mirrorflow.completeness": True, "mirrorflow.checkpoints": True}
     with caplog.at_level(logging.WARNING, logger="mirrorflow.quality.validate"):
-        build_docs(context, blocked, "a->b", "run-1")
+        build_docs(results, blocked, "a->b", "run-1")
     assert (f"the Data Docs of run run-1 were not written to "
             f"{tmp_path / 'reports' / 'a__b' / 'run-1'}: ") in caplog.text
     assert blocked.read_text() == "a file where the run's Data Docs would go"
@@ -304,11 +304,12 @@ def test_more_ranges_than_write_tasks_are_checked_together_and_a_loss_still_name
 
 def test_a_task_process_renders_data_docs_with_the_templates_its_preload_compiled(
         tmp_path) -> None:
-    """A process forked after mirrorflow.airflow.preload (as each Airflow task is) writes a
-    run's Data Docs without compiling a Jinja template: GX's page views share the
+    """A process forked after mirrorflow.airflow.preload (as each Airflow task is: here the
+    validate task's) writes a run's Data Docs, from the suites' results as the Spark job
+    kept them (JSON), without compiling a Jinja template: GX's page views share the
     templates the preload compiled (each view of its own compiled 24 of them again)."""
     probe = (
-        "import os, jinja2\n"
+        "import json, os, jinja2\n"
         "import mirrorflow.airflow.preload\n"
         "from mirrorflow.quality.reports import docs_build_dir\n"
         "from mirrorflow.quality.suites import build_docs, run_suites\n"
@@ -318,8 +319,8 @@ def test_a_task_process_renders_data_docs_with_the_templates_its_preload_compile
         "pid = os.fork()\n"
         "if pid == 0:\n"
         "    docs = docs_build_dir('a->b', 'run-1')\n"
-        "    outcome, context = run_suites([], [], 0, None, [], docs, 'run-1')\n"
-        "    build_docs(context, docs, 'a->b', 'run-1')\n"
+        "    outcome, results = run_suites([], [], 0, None, [], 'run-1')\n"
+        "    build_docs(json.loads(json.dumps(results)), docs, 'a->b', 'run-1')\n"
         "    print('compiled:', len(compiled), outcome, flush=True)\n"
         "    os._exit(0)\n"
         "os.waitpid(pid, 0)\n")

@@ -37,18 +37,18 @@ def test_ten_thousand_partitions_hand_off_a_bounded_xcom_and_the_whole_through_t
                                  records=30_000, lag={f"t{i // 4}[{i % 4}]": 7
                                                       for i in range(10_000)}))
     assert len(json.dumps(committed)) > 3_000_000
-    short = handoff("a->b", "run-1", "commit_and_sync_offsets", committed)
+    short = handoff("a->b", "run-1", "commit", committed)
     assert len(json.dumps(short)) < 16_384
     assert short["records"] == 30_000 and short["plan_id"] == "p1"
     assert short["partitions"][0]["topic"] == "t0" and short["partitions"][-1] == \
         "... 9980 more"
     assert short["lag"]["..."] == "9980 more" and len(short["lag"]) == 21
-    ti = TaskInstance({"commit_and_sync_offsets": short})
-    assert received("a->b", "run-1", "commit_and_sync_offsets", ti) == committed
+    ti = TaskInstance({"commit": short})
+    assert received("a->b", "run-1", "commit", ti) == committed
     assert received("a->b", "run-1", "checkpoint", ti) is None  # returned nothing
     # A worker that does not share the reports directory gets the brief.
     shutil.rmtree(reports.run_dir("a->b", "run-1") / reports.PARTS)
-    assert received("a->b", "run-1", "commit_and_sync_offsets", ti) == short
+    assert received("a->b", "run-1", "commit", ti) == short
 
 
 def test_the_report_takes_a_failed_commit_tasks_kept_result_only_for_this_plan(
@@ -56,18 +56,18 @@ def test_the_report_takes_a_failed_commit_tasks_kept_result_only_for_this_plan(
     """A commit task that failed after its commit kept the commit's result: the report
     takes it for the plan this run's ``plan`` task made, and not after the run was cleared
     and planned anew (the kept result is the earlier attempt's plan, committed then)."""
-    from mirrorflow.airflow.run_tasks import committed_output
+    from mirrorflow.airflow.report_task import committed_output
 
     monkeypatch.setenv(reports.REPORTS_ENV, str(tmp_path))
     kept = asdict(RunResult("a->b", "run-1", "p1", False, records=5))
-    handoff("a->b", "run-1", "commit_and_sync_offsets", kept)
+    handoff("a->b", "run-1", "commit", kept)
     assert committed_output("a->b", "run-1", TaskInstance({"plan": {"plan_id": "p1"}})) == kept
     assert committed_output("a->b", "run-1", TaskInstance({"plan": {"plan_id": "p2"}})) is None
     assert committed_output("a->b", "run-1", TaskInstance({})) is None  # plan failed too
     done = dict(kept, records=6)
-    short = handoff("a->b", "run-1", "commit_and_sync_offsets", done)
+    short = handoff("a->b", "run-1", "commit", done)
     assert committed_output("a->b", "run-1", TaskInstance(
-        {"plan": {"plan_id": "p9"}, "commit_and_sync_offsets": short})) == done
+        {"plan": {"plan_id": "p9"}, "commit": short})) == done
 
 
 def test_lag_alerts_of_ten_thousand_partitions_name_the_first_twenty() -> None:

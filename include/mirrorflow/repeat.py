@@ -1,8 +1,8 @@
 """A DAG run that repeats its cycle (``mirrorflow.mirror.repeat.seconds``): its ``mirror``
 task, once its plan is proved, commits it and plans, mirrors and proves what arrived since,
-again and again, until that many seconds after the task started, then commits the last
-plan too and skips the run's ``commit_and_sync_offsets`` (which commits the last plan where
-an empty plan ended the cycles); the run's report covers every cycle.
+again and again, until that many seconds after the task started; its last plan (or one
+whose proof failed, or an empty one) goes to the run's ``validate``, ``commit`` and sync
+tasks like a run's one plan; the run's report covers every cycle.
 
 Why: a run's Airflow part (a scheduler round and a task process per task, the DAG parsed
 by each) costs about as much CPU as its mirroring, and under ``@continuous`` a record
@@ -12,8 +12,7 @@ passed, each write fenced by the run's lease; a cycle that fails leaves its plan
 for the task's retry or the next run, as a failed run does.
 
 The committed cycles are folded into one result (:func:`fold`), kept beside the run's
-report as the part :data:`PART`: the report's, where ``mirror`` committed every cycle; the
-commit task folds an empty last plan's commit into it.
+report as the part :data:`PART`; the commit task folds its last plan's commit into it.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from __future__ import annotations
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.plain import plain
 from mirrorflow.quality import reports
-from mirrorflow.run import checkpoint_step, commit_step
+from mirrorflow.run import checkpoint_step, commit_step, group_sync_step
 from mirrorflow.source.plan_records import Plan
 
 PART = "cycles"  # the folded result of a run's committed cycles, in its report folder
@@ -39,6 +38,7 @@ def commit_cycle(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str
     report = commit_step(config, flow, plan, run_id, resumed)
     report.validation = {"success": True, "verified_records": verified_records}
     checkpoint_step(config, flow, report)
+    group_sync_step(config, flow, report)
     return plain(report)
 
 

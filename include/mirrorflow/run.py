@@ -208,6 +208,38 @@ def failed_proof(flow: FlowConfig, plan: Plan, result: dict, resumed: bool, run_
     return validation.error()
 
 
+class NoVerdictError(MirrorflowError):
+    """No completeness check of the plan by this run is stored: its Spark job did not
+    finish one."""
+
+
+def validate_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str,
+                  resumed: bool = False, duration_s: float | None = None) -> Validation:
+    """The verdict of the proof run ``run_id``'s Spark job computed for ``plan`` (stored
+    with it): the Great Expectations outcome, with its Data Docs rendered from the suites'
+    results kept with the run (started in the background: the caller waits for them,
+    :meth:`~mirrorflow.quality.verdicts.Validation.wait_for_docs`). A failed check writes
+    the run's report and metrics and raises its :class:`ValidationError`, naming the
+    partitions and offsets at fault, once its Data Docs are written; nothing is
+    committed."""
+    from mirrorflow.quality.validate import docs_of
+
+    store = PlanStore(config, flow)
+    stored = store.validation(plan.plan_id)
+    if stored is None or stored.get("run_id") != run_id:
+        raise NoVerdictError(
+            f"flow {flow.name}: no completeness check of plan {plan.plan_id} by run {run_id} "
+            "is stored; clear the run's mirror task to mirror (nothing twice) and check again")
+    validation = Validation.from_dict(stored)
+    docs_of(validation)
+    if not validation.success:
+        validation.wait_for_docs()  # what the operator reads first about the failure
+        raise failed_proof(flow, plan, store.result(plan.plan_id), resumed, run_id,
+                           validation, duration_s, metrics.health(config, flow))
+    validation.start_docs()
+    return validation
+
+
 def record_history(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
                    validation: Validation | None) -> None:
     """Add the plan to the flow's history: the remote offsets its records occupy, how far
@@ -319,17 +351,21 @@ def checkpoint_latency(computed: list, started: float) -> dict[str, float]:
 
 
 def checkpoint_step(config: MirrorConfig, flow: FlowConfig, report: RunResult) -> None:
-    """Emit checkpoints and, when enabled, sync idle target groups forward."""
-    if not (flow.get("emit.checkpoints.enabled") or flow.get("sync.group.offsets.enabled")):
+    """Emit checkpoints for the selected groups (MM2's checkpoint connector), when
+    enabled, into ``report``."""
+    if not flow.get("emit.checkpoints.enabled"):
         return
     started = time.time()
     computed = checkpoints.compute(config, flow)
-    if flow.get("emit.checkpoints.enabled"):
-        report.checkpoints = checkpoints.emit(config, flow, computed)
-        report.checkpoint_latency_ms = checkpoint_latency(computed, started)
+    report.checkpoints = checkpoints.emit(config, flow, computed)
+    report.checkpoint_latency_ms = checkpoint_latency(computed, started)
+
+
+def group_sync_step(config: MirrorConfig, flow: FlowConfig, report: RunResult) -> None:
+    """Sync the translated offsets of the selected groups into idle target groups, forward
+    only (``sync.group.offsets.enabled``), into ``report``."""
     if flow.get("sync.group.offsets.enabled"):
-        report.group_sync = [plain(g) for g in
-                             checkpoints.sync_group_offsets(config, flow)]
+        report.group_sync = [plain(g) for g in checkpoints.sync_group_offsets(config, flow)]
 
 
 def publish(config: MirrorConfig, flow: FlowConfig, run_id: str, summary: dict) -> dict:
@@ -385,17 +421,16 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
                           + "; proof "
                           f"{'passed' if validation.success else 'FAILED'}: "
                           f"{validation.verified_records:,} records verified")
+            validation = validate_step(config, flow, plan, run_id, resumed,
+                                       time.monotonic() - started)
         else:
             PlanStore(config, flow).save_empty_result(plan.plan_id)
-        if validation is not None:
-            validation.start_docs()  # written meanwhile (Validation.wait_for_docs)
         try:
-            if validation is not None and not validation.success:
-                raise failed_proof(flow, plan, result, resumed, run_id, validation,
-                                   time.monotonic() - started, metrics.health(config, flow))
             report = commit_step(config, flow, plan, run_id, resumed)
             report.validation = validation.to_dict() if validation else None
-            checkpoint_step(config, flow, report)  # as the DAG's commit_and_sync_offsets
+            # The DAG's tasks after its commit, in their order.
+            checkpoint_step(config, flow, report)
+            group_sync_step(config, flow, report)
             report.metadata = metadata_step(config, flow)
             if beat is not None and heartbeats.senses(config, flow):
                 report.heartbeat = plain(heartbeats.status(config, flow, beat))

@@ -4,5 +4,5 @@ status view."""
 # The module Airflow's forkserver imports for the tasks ([core] mp_forkserver_preload).
 PRELOAD = "mirrorflow.airflow.preload"
 
-# The task that commits a run's last plan (a repeating ``mirror`` may have committed it).
-COMMIT_TASK = "commit_and_sync_offsets"
+# The task that commits a run's last plan (a repeating ``mirror`` committed those before).
+COMMIT_TASK = "commit"

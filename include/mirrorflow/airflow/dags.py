@@ -2,22 +2,24 @@
 
 Parsing reads only the config file: no broker, no Spark, no Great Expectations import.
 A broken config raises ConfigError, which Airflow shows as one import error of the DAG
-file naming the property at fault. Every task calls the library functions that
-``mirrorflow run`` calls. A task boundary is kept where a user sees it (a sensor that
-waits without a slot, the Spark job and its pool, the guarded commit, the report and its
-alert) and saved elsewhere: each costs a scheduler round and a task process, a second or
-more of a run; so ``plan`` claims the flow before it plans (a sensor: it waits there while
-another run owns the flow), the proof's verdict ends ``mirror``, and checkpoints and the
-topic metadata sync follow the commit in ``commit_and_sync_offsets``, rather than being
-tasks of their own.
+file naming the property at fault. Every task calls the one step of :mod:`mirrorflow.run`
+that ``mirrorflow run`` calls too, and does that step only, so that an operator sees
+which one failed and retries or clears it alone:
 
-Task order: ``plan`` writes the run's heartbeat before it plans, so that this run's own
-mirror carries the heartbeat to the target, where ``await_heartbeat`` senses it; waiting
-for the next run instead could never succeed with ``max_active_runs = 1``; it waits beside
-the commit, off the run's critical path. ``mirror``
-ends with the completeness check's verdict, before ``commit_and_sync_offsets``: a target
-that fails it fails ``mirror`` (no retries), keeps the plan pending and gets no
-checkpoints or group offsets.
+``plan`` (claims the flow, writes the run's heartbeats, plans) -> ``mirror`` (the Spark
+job: read, write, the proof's computation) -> ``validate`` (the Great Expectations
+verdict and its Data Docs) -> ``commit`` (offset syncs and positions; asset events) ->
+``checkpoint`` -> ``sync_group_offsets``, with ``sync_topic_configs`` beside them and
+``await_heartbeat`` beside the chain from ``mirror`` on; ``report`` last, whatever the
+others did. Tasks a flow's MM2 properties switch off are not generated.
+
+``plan`` writes the run's heartbeat before it plans, so that this run's own mirror
+carries the heartbeat to the target, where ``await_heartbeat`` senses it; waiting for the
+next run instead could never succeed with ``max_active_runs = 1``. A red ``mirror`` is a
+copy that failed; a red ``validate`` a data-quality finding, named, which keeps the plan
+pending and gets no commit, checkpoints or group offsets. Records are visible on the
+target when the writers' transactions commit, in ``mirror``: the tasks after it are off
+the records' critical path.
 """
 
 from __future__ import annotations
@@ -27,8 +29,16 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from mirrorflow.airflow import COMMIT_TASK
-from mirrorflow.airflow.run_tasks import commit_and_sync_offsets, plan, report
+from mirrorflow.airflow import COMMIT_TASK, assets
+from mirrorflow.airflow.report_task import report
+from mirrorflow.airflow.run_tasks import (
+    checkpoint,
+    commit,
+    plan,
+    sync_group_offsets,
+    sync_topic_configs,
+    validate,
+)
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 
@@ -143,32 +153,61 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                    "target, the reverse pair's into the source, so that this run's mirror "
                    "carries them), the reset if one is asked, and the run's ranges stored (a "
                    "retry reuses them).")
+        alias, sources = assets.alias(flow), assets.source_assets(config, flow)
         mirror = MirrorJobOperator(
             config_file=path, flow_name=name, conn_id=flow.get("mirrorflow.spark.conn.id"),
-            task_id="mirror", pool=SPARK_POOL,
+            task_id="mirror", pool=SPARK_POOL, inlets=sources,
+            # A repeating mirror commits its cycles: their asset events are its.
+            outlets=[alias] if flow.get("mirrorflow.mirror.repeat.seconds") else [],
             execution_timeout=timedelta(seconds=flow.get("mirrorflow.mirror.timeout.seconds")),
             doc_md="The Spark job mirrors the stored plan (mirrorflow's range source, each "
-                   "write slot's ranges written by the task that reads them), then proves the "
-                   "target complete, on the connection's Spark (Spark Connect, or "
-                   "spark-submit), and gives the proof's verdict (Great Expectations: "
-                   "counts, digests, duplicates, gaps, offset syncs, checkpoints): a "
-                   "mismatch fails here, without retries, before anything is committed; "
-                   "Data Docs in the reports. Skipped when the plan is empty.")
-        # Runs after skipped Spark tasks (nothing to mirror), not after a skipped plan. Its
+                   "write slot's ranges written by the task that reads them), then computes "
+                   "the proof (counts, digests, duplicates, gaps, offset syncs, checkpoints, "
+                   "the Great Expectations suites) on the connection's Spark (Spark Connect, "
+                   "or spark-submit) and stores it with the plan. Red here is a copy that "
+                   "failed, with the job's own error. Skipped when the plan is empty.")
+        validated = task(task_id="validate", execution_timeout=limit, multiple_outputs=False,
+                         doc_md="The Great Expectations verdict of the proof `mirror` "
+                                "stored, and its Data Docs in the run's reports. Red here "
+                                "is a data-quality failure, named (partition, offsets), "
+                                "without retries; nothing is committed and the plan stays "
+                                "pending.")(validate)(path, name)
+        # Runs after a skipped validate (nothing to mirror), not after a failed one. Its
         # dict is one XCom, the brief (mirrorflow.airflow.xcoms), as the report's: from the
         # `-> dict` annotation TaskFlow infers multiple_outputs, an XCom per key besides, an
         # Execution API call and a database row each (about a second of a task under load).
         committed = task(task_id=COMMIT_TASK, execution_timeout=limit,
                          trigger_rule="none_failed_min_one_success", multiple_outputs=False,
+                         inlets=sources, outlets=[alias],
                          doc_md="Emit offset syncs, then commit positions (MM2's offset "
-                                "store); then, each as the flow enables it, checkpoints for "
-                                "the selected groups and their translated offsets into idle "
-                                "target groups, forward only (MM2's checkpoint connector), "
-                                "and topic configs and READ ACLs to the remote topics, per "
-                                "interval (sync.topic.configs / sync.topic.acls).")(
-            commit_and_sync_offsets)(path, name, planned.output)
-        planned >> mirror >> committed
+                                "store), forward only; then an asset event per remote topic "
+                                "the plan wrote to (`kafka://<server>/<topic>`, through the "
+                                f"alias `{assets.alias_name(flow)}`).")(commit)(
+            path, name, planned.output)
+        planned >> mirror >> validated >> committed
         last = [committed]
+        if flow.get("emit.checkpoints.enabled"):
+            last.append(task(task_id="checkpoint", execution_timeout=limit,
+                             multiple_outputs=False,
+                             doc_md="MM2's checkpoints for the selected groups, from the "
+                                    "committed positions and offset syncs.")(checkpoint)(
+                path, name))
+            committed >> last[-1]
+        if flow.get("sync.group.offsets.enabled"):
+            synced = task(task_id="sync_group_offsets", execution_timeout=limit,
+                          multiple_outputs=False,
+                          doc_md="The newest checkpoints' offsets into the same groups on "
+                                 "the target where they are idle, forward only (MM2's "
+                                 "sync.group.offsets).")(sync_group_offsets)(path, name)
+            last[-1] >> synced
+            last.append(synced)
+        if flow.get("sync.topic.configs.enabled") or flow.get("sync.topic.acls.enabled"):
+            last.append(task(task_id="sync_topic_configs", execution_timeout=limit,
+                             multiple_outputs=False,
+                             doc_md="Topic configs and READ ACLs to the remote topics, per "
+                                    "interval (sync.topic.configs / sync.topic.acls).")(
+                sync_topic_configs)(path, name))
+            committed >> last[-1]
         if heartbeats.senses(config, flow):
             sensed = HeartbeatSensor(
                 task_id="await_heartbeat",
@@ -177,7 +216,7 @@ def build_flow_dag(flow: FlowConfig, config: MirrorConfig):
                 since_ms="{{ (ti.xcom_pull(task_ids='plan') or {}).get('heartbeat_ms') }}",
                 poke_interval=5, timeout=HEARTBEAT_TIMEOUT_S, mode="reschedule",
                 trigger_rule="none_failed_min_one_success", deferrable=_default_deferrable())
-            # Beside the commit, after the mirror that carried the beat (and, as the commit,
+            # Beside the chain, after the mirror that carried the beat (and, as the commit,
             # after a skipped mirror too).
             [planned, mirror] >> sensed
             last.append(sensed)

@@ -1,6 +1,6 @@
-"""The ``mirror`` task: the run's Spark job (mirror, then the completeness check), on the
-Spark of the flow's Airflow connection (``mirrorflow.spark.conn.id``), chosen when the task
-runs by the connection's type, and then the check's verdict:
+"""The ``mirror`` task: the run's Spark job (the mirror, then the proof's computation), on
+the Spark of the flow's Airflow connection (``mirrorflow.spark.conn.id``), chosen when the
+task runs by the connection's type:
 
 * ``spark_connect`` (the provider's Spark Connect connection): the steps run in this task
   as a client of that warm server; no JVM starts;
@@ -8,13 +8,13 @@ runs by the connection's type, and then the check's verdict:
   ``spark_jobs/mirror_batch.py`` through the provider's hook, with the range source's
   jars and the ``mirrorflow`` package as ``--py-files``, as ``mirrorflow run`` submits it.
 
-A failed check fails the task without retries (the data would not change), naming the
-partition and offsets at fault; clearing the task mirrors what is left (nothing twice) and
-checks again. Skipped, with no Spark at all, when the run's plan has nothing to mirror:
-the skipped task stores the empty result, as ``mirrorflow run`` does, so the commit closes
-the plan. Skipped too when the plan is no longer pending (the task of an older run,
-cleared or re-run): its records were committed, or superseded, and mirroring them again
-would write them twice.
+The job stores the proof with the plan; the ``validate`` task gives its verdict. So a red
+``mirror`` is a copy that failed (a broker, a refused write, data loss, a fenced writer),
+never a data-quality finding. Skipped, with no Spark at all, when the run's plan has
+nothing to mirror: the skipped task stores the empty result, as ``mirrorflow run`` does,
+so the commit closes the plan. Skipped too when the plan is no longer pending (the task of
+an older run, cleared or re-run): its records were committed, or superseded, and
+mirroring them again would write them twice.
 """
 
 from __future__ import annotations
@@ -79,7 +79,6 @@ class MirrorJobOperator(BaseOperator):
             validation = self._mirror(config, flow, store, planned, plan)
             window = flow.get("mirrorflow.mirror.repeat.seconds")
             if not window:
-                validation.wait_for_docs()
                 return self._output(planned, validation, cycles=1)
             return self._repeat(config, flow, store, planned, plan, validation,
                                 started + window, context)
@@ -88,11 +87,13 @@ class MirrorJobOperator(BaseOperator):
 
     @staticmethod
     def _output(planned: dict, validation, cycles: int) -> dict:
-        """The task's XCom: its last plan, that plan's proof in figures, the run's cycles."""
-        return {"verified_records": validation.verified_records,
-                "verified_fraction": validation.verified_fraction,
-                "plan_id": planned["plan_id"], "resumed": planned["resumed"],
-                "cycles": cycles}
+        """The task's XCom: its last plan, that plan's proof in figures (its verdict is
+        the ``validate`` task's), the run's cycles."""
+        return {"plan_id": planned["plan_id"], "resumed": planned["resumed"],
+                "ranges": planned["ranges"], "cycles": cycles,
+                "proof": None if validation is None else
+                ("passed" if validation.success else "failed"),
+                "verified_records": validation.verified_records if validation else 0}
 
     def _pending(self, store, planned: dict) -> dict:
         """The plan to mirror: the ``plan`` task's; where an earlier attempt of this task
@@ -123,108 +124,63 @@ class MirrorJobOperator(BaseOperator):
 
     def _mirror(self, config, flow, store, planned: dict, plan):
         """The Spark job on the plan (``planned``'s :class:`~mirrorflow.source.plan_records.
-        Plan`), then its proof's verdict: the passing
-        :class:`~mirrorflow.quality.verdicts.Validation`, its Data Docs not yet rendered
-        (:meth:`~mirrorflow.quality.verdicts.Validation.wait_for_docs`)."""
+        Plan`): the proof it stored (a :class:`~mirrorflow.quality.verdicts.Validation`,
+        passing or not), or None where it stored none by this run."""
         from airflow.sdk import BaseHook
 
         from mirrorflow.progress import Sink, WriteProgress
+        from mirrorflow.quality.verdicts import Validation
 
         # Records written, in the task's log every 10 s, read where the writers commit.
         with WriteProgress(config, flow, plan, Sink(self.log)):
             connection = BaseHook.get_connection(self.conn_id)
             if connection.conn_type == "spark_connect":
-                validation = self._run_connected(config, flow, plan)
+                self._run_connected(config, flow, plan)
             else:
                 self._submit(store, planned["plan_id"], connection.host or "")
-                validation = None
-        return self._verdict(config, flow, store, planned, validation)
+        stored = store.validation(planned["plan_id"])
+        if stored is None or stored.get("run_id") != self.run_id:
+            return None
+        return Validation.from_dict(stored)
 
     def _repeat(self, config, flow, store, planned: dict, plan, validation, until: float,
                 context: Any) -> dict:
         """Cycle after cycle until ``until`` (monotonic: ``mirrorflow.mirror.repeat.
         seconds`` after the task started; :mod:`mirrorflow.repeat`): commit the proved
-        plan, plan what arrived since, mirror and prove it. The window over, the last
-        proved plan is committed here too, with the topic configs and ACLs that are due,
-        and ``commit_and_sync_offsets`` is skipped: its task process and scheduler round
-        fall between a run's last plan and the next run's first, where they would add to
-        the lag of every record that arrived meanwhile. An empty plan ends the cycles
-        early; the commit task closes it. Only the run's last proved plan renders its
-        Data Docs (the run's report shows those): each cycle's would replace the one
-        before. The task's XCom where an empty plan ended the cycles; else it pushes it
-        and skips the commit task (raises)."""
-        from airflow.sdk.bases.xcom import BaseXCom
-        from airflow.sdk.exceptions import DownstreamTasksSkipped
-
+        plan, plan what arrived since, mirror and prove it. The window over, or a proof
+        that failed, the last plan is left to the tasks after this one (``validate``,
+        ``commit`` and the syncs), as a run's one plan is; an empty plan ends the cycles
+        early (the commit closes it). The task's XCom names that last plan."""
         from mirrorflow import repeat
-        from mirrorflow.airflow import COMMIT_TASK
+        from mirrorflow.airflow import assets
         from mirrorflow.lease import FlowLease
-        from mirrorflow.run import metadata_step
         from mirrorflow.source.plan import plan_run
 
         limits = plan_limits(context.get("params") or {})
         earlier = repeat.kept(flow.name, self.run_id)
         while True:
-            last = time.monotonic() >= until
-            if last:
-                validation.start_docs()  # rendered beside the commit
+            if validation is None or not validation.success or time.monotonic() >= until:
+                assets.publish(flow, self.run_id, context["outlet_events"])
+                return self._output(planned, validation, repeat.count(earlier) + 1)
             with FlowLease(config, flow, self.run_id):
                 done = repeat.commit_cycle(config, flow, plan, self.run_id,
                                            planned["resumed"], validation.verified_records)
-                if last:
-                    done["metadata"] = metadata_step(config, flow)
+                assets.keep(flow, self.run_id, assets.events_of(config, flow, done))
                 earlier = repeat.fold(earlier, done)
                 repeat.keep(flow.name, self.run_id, earlier)
-                if not last:
-                    plan, resumed = plan_run(config, flow, self.run_id, **limits)
+                plan, resumed = plan_run(config, flow, self.run_id, **limits)
             self.log.info("cycle %d: committed plan %s (%d records)", repeat.count(earlier),
                           done["plan_id"], done["records"])
-            if last:
-                validation.wait_for_docs()
-                context["ti"].xcom_push(BaseXCom.XCOM_RETURN_KEY, self._output(
-                    planned, validation, repeat.count(earlier)))
-                raise DownstreamTasksSkipped(tasks=[COMMIT_TASK])
             planned = {"plan_id": plan.plan_id, "resumed": resumed, "ranges": len(plan.ranges)}
             self.log.info("plan %s: %d ranges", plan.plan_id, len(plan.ranges))
             if not plan.ranges:
-                validation.wait_for_docs()  # the last proved cycle's
                 self._close_empty(config, flow, store, plan.plan_id)
-                return {"verified_records": 0, "verified_fraction": None,
-                        "plan_id": plan.plan_id, "resumed": resumed,
-                        "cycles": repeat.count(earlier) + 1}
+                assets.publish(flow, self.run_id, context["outlet_events"])
+                return self._output(planned, None, repeat.count(earlier) + 1)
             validation = self._mirror(config, flow, store, planned, plan)
 
-    def _verdict(self, config, flow, store, planned: dict, validation):
-        """Fail, without retries, when this run's completeness check failed, or (from
-        ``spark-submit``, whose job stored it with the plan) is not there; else the passing
-        validation."""
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from mirrorflow.quality import metrics
-        from mirrorflow.quality.verdicts import Validation
-
-        plan_id = planned["plan_id"]
-        if validation is None:
-            stored = store.validation(plan_id)
-            if stored is None or stored.get("run_id") != self.run_id:
-                raise AirflowFailException(
-                    f"flow {flow.name}: no completeness check of plan {plan_id} by run "
-                    f"{self.run_id} is stored; clear the mirror task to mirror (nothing "
-                    "twice) and check again")
-            validation = Validation.from_dict(stored)
-        if not validation.success:
-            from mirrorflow.run import failed_proof
-
-            validation.wait_for_docs()  # what the operator reads first about the failure
-
-            error = failed_proof(flow, store.load(plan_id), store.result(plan_id),
-                                 planned["resumed"], self.run_id, validation,
-                                 health=metrics.health(config, flow))
-            raise AirflowFailException(str(error))
-        return validation
-
-    def _run_connected(self, config, flow, plan):
-        """The job's steps as a client of the connection's server; their validation."""
+    def _run_connected(self, config, flow, plan) -> None:
+        """The job's steps as a client of the connection's server."""
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
         from mirrorflow.spark.job import run_steps
@@ -233,8 +189,7 @@ class MirrorJobOperator(BaseOperator):
         url = SparkConnectHook(conn_id=self.conn_id).get_connection_url()
         self.log.info("mirroring plan %s on the Spark Connect server %s", plan.plan_id, url)
         session = get_session(url, session_key=flow_session_key(config, flow))
-        _, validation = run_steps(session, config, flow, plan, run_id=self.run_id)
-        return validation
+        run_steps(session, config, flow, plan, run_id=self.run_id)
 
     def _submit(self, store, plan_id: str, master: str) -> None:
         """``spark-submit`` of the job; a failed job raises its own error, naming its

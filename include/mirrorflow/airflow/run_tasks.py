@@ -1,19 +1,22 @@
 """What the tasks of a flow's DAG do (:mod:`mirrorflow.airflow.dags` builds the DAG):
-``plan`` once its run owns the flow, ``commit_and_sync_offsets`` and ``report``, each
-calling the library functions that ``mirrorflow run`` calls. ``mirror`` is
-:class:`mirrorflow.airflow.operators.MirrorJobOperator`. Every write holds the flow's
-lease for the run; the report lets go of it."""
+``plan`` once its run owns the flow, ``validate``, ``commit``, ``checkpoint``,
+``sync_group_offsets`` and ``sync_topic_configs``, each calling the one step of
+:mod:`mirrorflow.run` that ``mirrorflow run`` calls too. ``mirror`` is
+:class:`mirrorflow.airflow.operators.MirrorJobOperator`, ``report``
+:mod:`mirrorflow.airflow.report_task`. Every write holds the flow's lease for the run;
+the report lets go of it. Each task does its own step only: retried or cleared alone, it
+redoes nothing of another, and a task of an older run moves nothing back (a plan no
+longer pending is not committed again; checkpoints and group offsets go forward only)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 from collections.abc import Iterator
-from datetime import datetime
 from typing import NoReturn
 
 from mirrorflow.airflow import COMMIT_TASK
-from mirrorflow.airflow.xcoms import brief, handoff, received
+from mirrorflow.airflow.xcoms import brief, handoff
 from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.plain import plain
@@ -32,15 +35,6 @@ def _leased(config_file: str, flow_name: str, run_id: str
     flow = config.flow(flow_name)
     with FlowLease(config, flow, run_id):
         yield config, flow
-
-
-def _release(config_file: str, flow_name: str, run_id: str) -> None:
-    """The run lets go of its flow (its state-writing tasks are done, whatever their
-    outcome), so the next run's ``plan`` goes on at once."""
-    from mirrorflow.lease import FlowLease
-
-    config = load_config(config_file)
-    FlowLease(config, config.flow(flow_name), run_id).release_run()
 
 
 def plan(config_file: str, flow_name: str, params: dict, run_id: str) -> dict:
@@ -99,34 +93,101 @@ def _plan(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> 
             "offsets": stored.offsets}
 
 
-def commit_and_sync_offsets(config_file: str, flow_name: str, planned: dict,
-                            run_id: str, ti=None) -> dict:
-    """Check the Spark job's result and its passing proof, emit offset syncs, commit
-    positions; then what MM2's checkpoint connector does (checkpoints, translated offsets
-    into idle target groups) and the topic configs and ACLs that are due, each as the flow
-    enables it, in the order ``mirrorflow run`` does them. One task, not three: each
-    follows the commit and needs no task boundary, which costs a scheduler round and a task
-    process, a second or more of a run.
+def validate(config_file: str, flow_name: str, run_id: str, ti=None) -> dict:
+    """The ``validate`` task: the verdict of the proof the run's Spark job computed for
+    its last plan (:func:`mirrorflow.run.validate_step`), with its Data Docs. A failed
+    check fails here, without retries (the data would not change), naming the partitions
+    and offsets at fault; nothing is committed. Skipped where the run's last plan has
+    nothing to mirror, and where it is no longer pending (a task of an older run)."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    from mirrorflow.quality.verdicts import ValidationError
+    from mirrorflow.run import validate_step
+    from mirrorflow.source.plan_records import PlanNotPendingError
+    from mirrorflow.source.plan_store import PlanStore
+
+    planned = last_plan(ti.xcom_pull(task_ids="plan") or {}, ti) if ti is not None else {}
+    config = load_config(config_file)
+    flow = config.flow(flow_name)
+    store = PlanStore(config, flow)
+    try:
+        store.require_pending(planned["plan_id"])
+    except PlanNotPendingError as exc:
+        raise AirflowSkipException(str(exc)) from None
+    plan = store.load(planned["plan_id"])
+    if not plan.ranges:
+        raise AirflowSkipException(f"plan {plan.plan_id} has nothing to mirror; no proof")
+    try:
+        validation = validate_step(config, flow, plan, run_id, planned.get("resumed", False))
+    except ValidationError as exc:
+        raise AirflowFailException(str(exc)) from None
+    validation.wait_for_docs()
+    return {"plan_id": plan.plan_id, "success": True,
+            "verified_records": validation.verified_records,
+            "verified_fraction": round(validation.verified_fraction, 6),
+            "data_docs": validation.data_docs, "notes": brief(validation.notes)}
+
+
+def commit(config_file: str, flow_name: str, planned: dict, run_id: str, ti=None,
+           outlet_events=None) -> dict:
+    """The ``commit`` task: emit offset syncs, then commit positions (MM2's offset store)
+    of the run's last plan (:func:`mirrorflow.run.commit_step`: only while it is pending,
+    only with its passing proof), and publish what it wrote as asset events
+    (:mod:`mirrorflow.airflow.assets`).
 
     The plan is the run's last: the ``plan`` task's, or the one ``mirror`` planned last
     where it repeated its cycle (:mod:`mirrorflow.repeat`), whose earlier cycles the
-    result then holds too. A retry after a commit whose syncs failed finds the plan
-    committed by this run: it reports that commit again and redoes the syncs, each forward
-    only. A plan that is no longer pending otherwise (this task of an older run, cleared or
-    re-run) commits nothing: the task says who committed or superseded it, then syncs what
-    is due."""
+    result then holds too. A retry after a commit that failed on its way out finds the
+    plan committed by this run and reports that commit again. A plan that is no longer
+    pending otherwise (this task of an older run, cleared or re-run) commits nothing: the
+    task says who committed or superseded it."""
     from mirrorflow import repeat
-    from mirrorflow.run import checkpoint_step, metadata_step
+    from mirrorflow.airflow import assets
 
     planned = last_plan(planned, ti)
     with _leased(config_file, flow_name, run_id) as (config, flow):
         committed = _commit(config, flow, planned, run_id)
-        # For the report, should a sync below fail: the run committed all the same.
-        earlier = repeat.kept(flow_name, run_id)
-        handoff(flow_name, run_id, COMMIT_TASK, _with_cycles(earlier, committed))
-        checkpoint_step(config, flow, committed)
-        committed.metadata = metadata_step(config, flow)
-    return handoff(flow_name, run_id, COMMIT_TASK, _with_cycles(earlier, committed))
+    # None where another run committed the plan: its result has no partitions.
+    assets.keep(flow, run_id, assets.events_of(config, flow, plain(committed)))
+    assets.lineage(config, flow, plain(committed))
+    if outlet_events is not None:
+        assets.publish(flow, run_id, outlet_events)
+    return handoff(flow_name, run_id, COMMIT_TASK,
+                   _with_cycles(repeat.kept(flow_name, run_id), committed))
+
+
+def checkpoint(config_file: str, flow_name: str, run_id: str) -> dict:
+    """The ``checkpoint`` task: MM2's checkpoints for the selected groups, from the
+    positions and offset syncs committed so far (:func:`mirrorflow.run.checkpoint_step`)."""
+    from mirrorflow.run import RunResult, checkpoint_step
+
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        found = RunResult(flow_name, run_id, "", False)
+        checkpoint_step(config, flow, found)
+    return handoff(flow_name, run_id, "checkpoint", {
+        "checkpoints": found.checkpoints, "checkpoint_latency_ms": found.checkpoint_latency_ms})
+
+
+def sync_group_offsets(config_file: str, flow_name: str, run_id: str) -> dict:
+    """The ``sync_group_offsets`` task: the selected groups' translated offsets into
+    their idle target groups, forward only (:func:`mirrorflow.run.group_sync_step`)."""
+    from mirrorflow.run import RunResult, group_sync_step
+
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        found = RunResult(flow_name, run_id, "", False)
+        group_sync_step(config, flow, found)
+    return handoff(flow_name, run_id, "sync_group_offsets", {"group_sync": found.group_sync})
+
+
+def sync_topic_configs(config_file: str, flow_name: str, run_id: str) -> dict:
+    """The ``sync_topic_configs`` task: topic configs and READ ACLs to the remote topics,
+    per interval (``sync.topic.configs`` / ``sync.topic.acls``:
+    :func:`mirrorflow.run.metadata_step`)."""
+    from mirrorflow.run import metadata_step
+
+    with _leased(config_file, flow_name, run_id) as (config, flow):
+        done = metadata_step(config, flow)
+    return handoff(flow_name, run_id, "sync_topic_configs", {"metadata": done})
 
 
 def _with_cycles(earlier: dict | None, committed) -> dict:
@@ -137,7 +198,7 @@ def _with_cycles(earlier: dict | None, committed) -> dict:
     result = plain(committed)
     if committed.plan_id not in repeat.plan_ids(earlier):
         return repeat.fold(earlier, result)
-    return {**earlier, "note": result["note"], "metadata": result["metadata"]}
+    return {**earlier, "note": result["note"]}
 
 
 def last_plan(planned: dict, ti) -> dict:
@@ -169,119 +230,3 @@ def _commit(config: MirrorConfig, flow: FlowConfig, planned: dict, run_id: str):
     return again
 
 
-def report(config_file: str, flow_name: str, run_id: str, params: dict | None = None,
-           ti=None, dag_run=None) -> dict:
-    """The run's last task, whatever the others did: it lets go of the flow, writes the
-    run's summary and the flow's metrics, then fails where the run must.
-
-    After a commit the summary holds the commit's result, the validation, what the other
-    tasks returned and the lag after the run. After a failure: the report the failed step
-    wrote (if any), marked failed, with the lag and heartbeat age measured now, so that
-    they keep rising in the metrics while runs fail. It then fails, without retries,
-    naming flow, partition and limit, past ``mirrorflow.alert.*``, and after a failed run:
-    one that failed before its commit, and one whose later task failed (a checkpoint, a
-    metadata sync, a heartbeat that never arrived), which would otherwise end green behind
-    this task's ``all_done``. (One task, not three: a task costs a scheduler round and a
-    task process, a second or more of every run.)"""
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    if (params or {}).get("dry_run"):
-        raise AirflowSkipException("dry run: nothing held, nothing to report")
-    _release(config_file, flow_name, run_id)
-    summary = _summary(config_file, flow_name, run_id, ti, dag_run)
-    _check(flow_name, run_id, summary, ti)
-    return summary
-
-
-def _summary(config_file: str, flow_name: str, run_id: str, ti, dag_run) -> dict:
-    """Write the run's report and metrics; return the summary in brief, with its alerts."""
-    from mirrorflow.quality import metrics, reports
-    from mirrorflow.source.plan_store import PlanStore
-
-    config = load_config(config_file)
-    flow = config.flow(flow_name)
-    committed = committed_output(flow_name, run_id, ti)
-    if committed is None:
-        return _failed_report(config, flow, run_id)
-    summary = dict(committed, run_id=run_id,
-                   validation=PlanStore(config, flow).validation(committed["plan_id"]),
-                   lag=metrics.replication_lag(config, flow))
-    # The sensor's XCom is its whole status (one pair's heartbeat, not per partition).
-    heartbeat = ti.xcom_pull(task_ids="await_heartbeat") if ti is not None else None
-    if heartbeat is not None:
-        summary["heartbeat"] = heartbeat
-    if dag_run is not None and dag_run.start_date is not None:
-        summary["duration_s"] = round(
-            (datetime.now(dag_run.start_date.tzinfo) - dag_run.start_date).total_seconds(), 3)
-    path = reports.write(flow_name, run_id, summary, reports.Retention.of(flow))
-    metrics.update(flow_name, summary)
-    log.info("report of %s written to %s", flow_name, path)
-    return _for_check(flow, summary)
-
-
-def committed_output(flow_name: str, run_id: str, ti) -> dict | None:
-    """What the run's commit task handed off: the whole behind its XCom; else, where the
-    task failed after its commit (a checkpoint, a metadata sync), what it kept before its
-    syncs, if that is of this run's plan (not left by an earlier attempt of the run, cleared
-    since, whose plan was committed then); else the cycles its ``mirror`` committed before
-    it failed (:mod:`mirrorflow.repeat`), if any."""
-    from mirrorflow import repeat
-    from mirrorflow.quality import reports
-
-    committed = received(flow_name, run_id, COMMIT_TASK, ti)
-    if committed is not None or ti is None:
-        return committed
-    kept = reports.read_part(flow_name, run_id, COMMIT_TASK)
-    planned = last_plan(ti.xcom_pull(task_ids="plan") or {}, ti)
-    if kept is not None and kept.get("plan_id") == planned.get("plan_id"):
-        return kept
-    return repeat.kept(flow_name, run_id)  # the cycles ``mirror`` committed before it failed
-
-
-def _for_check(flow: FlowConfig, summary: dict) -> dict:
-    """The report task's XCom: the summary in brief, with the alerts the task fails on
-    (computed here, from the whole summary)."""
-    from mirrorflow.quality import metrics
-
-    return {**brief({k: v for k, v in summary.items() if k != "alerts"}),
-            "alerts": brief(metrics.alerts(flow, summary))}
-
-
-def _failed_report(config: MirrorConfig, flow: FlowConfig, run_id: str) -> dict:
-    """A run that did not commit: the report its failed step wrote (already counted in
-    the metrics), else a new one, with the lag and heartbeat age measured now."""
-    from mirrorflow.quality import metrics, reports
-
-    try:
-        summary, counted = reports.read(flow.name, run_id), True
-    except FileNotFoundError:
-        summary, counted = {"flow": flow.name, "run_id": run_id, "partitions": []}, False
-    summary.update(metrics.health(config, flow), failed=True)
-    reports.write(flow.name, run_id, summary, reports.Retention.of(flow))
-    metrics.update(flow.name, summary, counters=not counted)
-    return _for_check(flow, summary)
-
-
-def _check(flow_name: str, run_id: str, summary: dict, ti) -> None:
-    """Fail (no retry: the summary is written) after a failed run, or past an alert."""
-    from airflow.sdk.exceptions import AirflowFailException
-
-    found = summary.get("alerts", [])
-    if summary.get("failed"):
-        raise AirflowFailException("\n".join([f"flow {flow_name}: the run failed before its "
-                                              "commit (see its failed task)", *found]))
-    failed = _failed_tasks(ti, run_id) if ti is not None else []
-    if failed:
-        which = (f"task {failed[0]} failed (see its log)" if len(failed) == 1
-                 else f"tasks {', '.join(failed)} failed (see their logs)")
-        raise AirflowFailException("\n".join([f"flow {flow_name}: the run committed, but its "
-                                              f"{which}", *found]))
-    if found:
-        raise AirflowFailException("\n".join(found))
-
-
-def _failed_tasks(ti, run_id: str) -> list[str]:
-    """The run's tasks that failed, or did not run because an upstream one failed."""
-    states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[run_id]).get(run_id, {})
-    return sorted(task for task, state in states.items()
-                  if state in ("failed", "upstream_failed"))

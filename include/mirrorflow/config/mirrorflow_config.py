@@ -95,8 +95,8 @@ MIRRORFLOW_SPECS = [
         as_non_negative_int,
         "A DAG run's mirror task, once its plan is proved, commits it and plans, mirrors "
         "and proves what arrived since, cycle after cycle, until this many seconds after "
-        "it started, then commits its last plan too (with the topic configs and ACLs due) "
-        "and skips the run's commit_and_sync_offsets; the run reports every cycle. With "
+        "it started; its last plan goes to the run's validate, commit and sync tasks like "
+        "a run's one plan; the run reports every cycle. With "
         "'@continuous' on a busy machine it pays a run's Airflow part (a task process and a "
         "scheduler round per task) once for several plans. 0: one plan per run.",
         origin="mirrorflow",

@@ -117,20 +117,30 @@ def _suite_from_doc(gx, doc: dict):
     return suite
 
 
-def run_suites(verdict_list: list[PartitionVerdict], cps: list[CheckpointVerdict],
-               planned_records: int, records_frame, suites: list[dict],
-               docs_dir: Path, run_name: str):
-    """Run the GX suites, with a Data Docs site in ``docs_dir``. Suite name -> success,
-    and the GX context that renders the docs (:func:`build_docs`)."""
+def _context(docs_dir: Path | None = None):
+    """An ephemeral GX context, without progress bars; with a Data Docs site in
+    ``docs_dir`` where one is given."""
     gx = import_gx()
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    context.add_data_docs_site(site_name="run", site_config={
-        "class_name": "SiteBuilder",
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend",
-                          "base_directory": str(docs_dir)}, **SITE_VIEWS})
+    if docs_dir is not None:
+        context.add_data_docs_site(site_name="run", site_config={
+            "class_name": "SiteBuilder",
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend",
+                              "base_directory": str(docs_dir)}, **SITE_VIEWS})
+    return context
+
+
+def run_suites(verdict_list: list[PartitionVerdict], cps: list[CheckpointVerdict],
+               planned_records: int, records_frame, suites: list[dict], run_name: str
+               ) -> tuple[dict[str, bool], list[dict]]:
+    """Run the GX suites: suite name -> success, and each suite's validation result
+    (JSON) from which :func:`build_docs` renders the Data Docs, in whichever process
+    gives the verdict (the DAG's ``validate`` task)."""
+    gx = import_gx()
+    context = _context()
     # The built-in suites look at one row per range or checkpoint: pandas, no Spark jobs
     # (GX computes every metric with a job of its own). User suites see the mirrored
     # records, on Spark.
@@ -153,7 +163,7 @@ def run_suites(verdict_list: list[PartitionVerdict], cps: list[CheckpointVerdict
         runs += [(large, "records", records_frame, _suite_from_doc(gx, doc)) for doc in suites]
     parameters = {"planned_records": planned_records,
                   "checked_partitions": sum(1 for v in verdict_list if v.checked)}
-    outcome = {}
+    outcome, results = {}, []
     for source, asset_name, frame, suite in runs:
         asset = (source.get_asset(asset_name) if asset_name in source.get_asset_names()
                  else source.add_dataframe_asset(name=asset_name))
@@ -165,13 +175,30 @@ def run_suites(verdict_list: list[PartitionVerdict], cps: list[CheckpointVerdict
                                 expectation_parameters=parameters,
                                 run_id=gx.RunIdentifier(run_name=run_name))
         outcome[suite.name] = bool(result.success)
-    return outcome, context
+        results.append(result.to_json_dict())
+    return outcome, results
 
 
-def build_docs(context, docs_dir: Path, flow_name: str, run_id: str) -> None:
-    """Render the Data Docs of the suites ``context`` ran into ``docs_dir`` and publish
-    them to the run's reports. A failure is logged: the verdict stands without its HTML."""
+def build_docs(results: list[dict], docs_dir: Path, flow_name: str, run_id: str) -> None:
+    """Render the Data Docs of the suites' ``results`` (:func:`run_suites`) into
+    ``docs_dir`` and publish them to the run's reports. A failure is logged: the verdict
+    stands without its HTML."""
     try:
+        from great_expectations.core.expectation_validation_result import (
+            ExpectationSuiteValidationResultSchema,
+        )
+        from great_expectations.core.run_identifier import RunIdentifier
+        from great_expectations.data_context.types.resource_identifiers import (
+            ExpectationSuiteIdentifier,
+            ValidationResultIdentifier,
+        )
+
+        context = _context(docs_dir)
+        for doc in results:
+            result = ExpectationSuiteValidationResultSchema().load(doc)
+            context.validation_results_store.set(ValidationResultIdentifier(
+                ExpectationSuiteIdentifier(result.suite_name),
+                RunIdentifier(**result.meta["run_id"]), "__none__"), result)
         context.build_data_docs(site_names=["run"])
         reports.publish_docs(flow_name, run_id, docs_dir)
     except Exception as exc:

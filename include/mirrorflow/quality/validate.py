@@ -337,14 +337,39 @@ def checkpoint_verdicts(config: MirrorConfig, flow: FlowConfig) -> list[Checkpoi
 # --------------------------------------------------------------------------- the suite
 
 
+RESULTS_PART = "gx-results"  # the suites' results of the run's last proof, for its Data Docs
+
+
+def keep_results(flow_name: str, run_id: str, plan_id: str, results: list[dict]) -> None:
+    """Keep the suites' results (JSON) beside the run's report, for whichever process
+    renders the Data Docs (the DAG's ``validate`` task: :func:`docs_of`)."""
+    reports.write_part(flow_name, run_id, RESULTS_PART, {"plan_id": plan_id, "results": results})
+
+
+def docs_of(validation: Validation) -> None:
+    """Hold the rendering of ``validation``'s Data Docs (a verdict read back from the plan
+    store) from the suites' results kept with its run; where they are not there (a driver
+    on a cluster, whose reports directory is not shared), it has none, said in the log."""
+    kept = reports.read_part(validation.flow, validation.run_id, RESULTS_PART)
+    if kept is None or kept.get("plan_id") != validation.plan_id:
+        log.warning("plan %s: no suite results in %s; its Data Docs are not rendered",
+                    validation.plan_id, reports.run_dir(validation.flow, validation.run_id))
+        validation.data_docs = None
+        return
+    validation.defer_docs(functools.partial(
+        build_docs, kept["results"], reports.docs_build_dir(validation.flow, validation.run_id),
+        validation.flow, validation.run_id))
+
+
 # --------------------------------------------------------------------------- the whole check
 
 
 def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
                   run_id: str) -> Validation:
     """Compare the plan's ranges and the flow's unverified regions on both clusters, run
-    the suites, hold the Data Docs' rendering (:meth:`Validation.defer_docs`) and write
-    the run's summary (the report step adds the commit's figures when the run goes on)."""
+    the suites, keep their results for the Data Docs (:func:`keep_results`; their
+    rendering held: :meth:`Validation.defer_docs`) and write the run's summary (the
+    report step adds the commit's figures when the run goes on)."""
     started = time.monotonic()
     fraction = flow.get("mirrorflow.validate.fraction")
     verified = sample(plan, fraction)
@@ -390,11 +415,12 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
             for r in checks.ranges], None, "read_committed", flow=flow)
     elif suites:
         suites = []
-    docs_dir = reports.docs_build_dir(flow.name, run_id)
-    validation.expectations, context = run_suites(
+    validation.expectations, results = run_suites(
         verdict_list, validation.checkpoints, validation.verified_records, records,
-        suites, docs_dir, run_id)
-    validation.defer_docs(functools.partial(build_docs, context, docs_dir, flow.name, run_id))
+        suites, run_id)
+    keep_results(flow.name, run_id, plan.plan_id, results)
+    validation.defer_docs(functools.partial(
+        build_docs, results, reports.docs_build_dir(flow.name, run_id), flow.name, run_id))
     validation.failures = [p for v in verdict_list for p in v.problems()]
     validation.failures += [p for c in validation.checkpoints if (p := c.problem())]
     validation.failures += chain_findings(plan, checks.chains)

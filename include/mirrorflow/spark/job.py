@@ -125,12 +125,8 @@ def _run(args: argparse.Namespace) -> int:
     spark = builder.getOrCreate()
     try:
         result, validation = run_steps(spark, config, flow, plan, args.steps, args.run_id)
-        if validation is not None:
-            validation.start_docs()  # beside the session's stop
     finally:
         spark.stop()
-    if validation is not None:
-        validation.wait_for_docs()
     print(RESULT_MARKER + json.dumps(result), flush=True)
     if validation is not None:
         print(VALIDATION_MARKER + json.dumps(validation.to_dict()), flush=True)
