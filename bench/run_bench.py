@@ -211,6 +211,8 @@ def write_config(path: Path, brokers: dict[str, str], source: str, topics: str,
         "status.storage.replication.factor = 1",
         # Data only: a heartbeat would give every run something to mirror.
         "emit.heartbeats.enabled = false", "emit.checkpoints.enabled = false",
+        # The target's compression tuned MM2 is given (MM2_TUNED); both default to none.
+        "dst.producer.compression.type = lz4",
         "sync.topic.acls.enabled = false", "refresh.topics.interval.seconds = 1",
         "mirrorflow.max.records.per.partition = 100000000", extra]) + "\n")
     return path
