@@ -178,6 +178,7 @@ def test_failed_completeness_check_fails_the_run_before_commit(airflow_db, two_c
     assert str(run.state) == "failed" and got["mirror"] == "success", got
     assert got["validate"] == "failed" and got["commit"] == "upstream_failed", got
     assert OffsetStore(config.cluster("b"), "a").positions() == {}
+    assert asset_events(run.run_id) == []  # nothing committed: nothing for downstream DAGs
     assert PlanStore(config, flow).pending().plan_id == pending.plan_id
     failed = reports.read("a->b", run.run_id)["validation"]
     assert not failed["success"] and failed["failures"] == [

@@ -62,7 +62,7 @@ def test_jvm_classpaths_match_the_pins(repo: Path) -> None:
 
 def test_makefile_and_ci_use_the_same_install(repo: Path) -> None:
     makefile = (repo / "Makefile").read_text()
-    assert "pip install -e '.[dev]' -c constraints.txt" in makefile
+    assert "pip install -e '.[dev,lineage]' -c constraints.txt" in makefile
     assert "install: $(VENV)/.installed jvm" in makefile  # make test and demo fetch the jars
     assert "dependency:copy-dependencies" in makefile
     assert f"PYSPARK_VERSION := {pinned(repo, 'pyspark')}" in makefile

@@ -488,20 +488,20 @@ def test_a_write_slot_refused_its_transactions_fails_a_submitted_job_by_name(
     a, b = brokers["a"].bootstrap, brokers["b"].bootstrap
     admin_a = AdminClient({"bootstrap.servers": a, **client(ca, "admin")})
     admin_b = AdminClient({"bootstrap.servers": b, **client(ca, "admin")})
-    admin_a.create_topics([NewTopic("payments", 1, 1)])["payments"].result(30)
+    admin_a.create_topics([NewTopic("invoices", 1, 1)])["invoices"].result(30)
     producer = Producer({"bootstrap.servers": a, **client(ca, "admin")})
     for i in range(20):
-        producer.produce("payments", key=f"k{i}".encode(), value=f"v{i}".encode())
+        producer.produce("invoices", key=f"k{i}".encode(), value=f"v{i}".encode())
     assert producer.flush(30) == 0
-    grant(admin_a, "bob", mirror_acls_on_source(["payments"], "b"))
+    grant(admin_a, "bob", mirror_acls_on_source(["invoices"], "b"))
     grant(admin_b, "bob", [x for x in mirror_acls_on_target("a") if x.restype != TXN]
           + allow("mirror", TXN, "mirrorflow|a->b|state", LITERAL, Op.WRITE, Op.DESCRIBE))
     path = tmp_path / "mm2.properties"
-    path.write_text("\n".join([*flow_lines("bob", a, b, ca, "payments"),
+    path.write_text("\n".join([*flow_lines("bob", a, b, ca, "invoices"),
                                "exactly.once.support = required"]) + "\n")
     refused = (r"^flow a->b: exactly\.once\.support = required, but cluster 'b' refuses the "
-               r"flow's transactions \(mirrorflow\|a->b\|write-0, writing payments\[0\] -> "
-               r"a\.payments\[0\]: TransactionalIdAuthorizationException: [^)]*\); nothing was "
+               r"flow's transactions \(mirrorflow\|a->b\|write-0, writing invoices\[0\] -> "
+               r"a\.invoices\[0\]: TransactionalIdAuthorizationException: [^)]*\); nothing was "
                r"written; grant WRITE and DESCRIBE on the TransactionalId prefix 'mirrorflow\|' "
                r"\(docs/security\.md\) \(driver log: .*\)$")
 
@@ -513,8 +513,8 @@ def test_a_write_slot_refused_its_transactions_fails_a_submitted_job_by_name(
     raised, _ = airflow_error("mirror__a__b", TransactionsRefusedError, capfd)
     assert re.match(refused, raised), raised
 
-    reader = Consumer({"bootstrap.servers": b, "group.id": "check-payments",
+    reader = Consumer({"bootstrap.servers": b, "group.id": "check-invoices",
                        **client(ca, "admin"), "enable.auto.commit": False})
-    assert reader.get_watermark_offsets(TopicPartition("a.payments", 0), 10) == (0, 0)
+    assert reader.get_watermark_offsets(TopicPartition("a.invoices", 0), 10) == (0, 0)
     reader.close()
     assert OffsetStore(load_config(path).cluster("b"), "a").positions() == {}
