@@ -517,4 +517,5 @@ def test_a_write_slot_refused_its_transactions_fails_a_submitted_job_by_name(
                        **client(ca, "admin"), "enable.auto.commit": False})
     assert reader.get_watermark_offsets(TopicPartition("a.invoices", 0), 10) == (0, 0)
     reader.close()
-    assert OffsetStore(load_config(path).cluster("b"), "a").positions() == {}
+    # (The module's brokers keep the other tests' flows of a->b: their positions stay.)
+    assert ("invoices", 0) not in OffsetStore(load_config(path).cluster("b"), "a").positions()
