@@ -72,7 +72,10 @@ def test_local_up_status_down_via_cli(tmp_path: Path, capsys: pytest.CaptureFixt
         assert main(["local", "up", str(path), "--state-dir", state]) == 0
         assert pids == {b.alias: b.pid() for b in localcluster.local_brokers(load_config(path),
                                                                               Path(state))}
-        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port_a}"})
+        # Idempotent: the first record, sent while the broker creates the topic, is
+        # retried in order (a plain producer once wrote it after the other four).
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port_a}",
+                             "enable.idempotence": True})
         for i in range(5):
             producer.produce("kept", str(i).encode())
         assert producer.flush(10) == 0
