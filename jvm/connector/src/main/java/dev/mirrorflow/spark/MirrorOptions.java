@@ -8,6 +8,7 @@ import java.util.Map;
 import java.util.TreeSet;
 
 import dev.mirrorflow.kafka.read.RangeConsumers;
+import dev.mirrorflow.kafka.read.RangeReadException;
 import dev.mirrorflow.kafka.write.SchemaIds;
 import dev.mirrorflow.kafka.write.WriteTask;
 import dev.mirrorflow.kafka.write.WriterConfig;
@@ -84,7 +85,7 @@ public record MirrorOptions(List<SlotPartition> slots, Map<String, String> sourc
             ConsumerConfig.configDef().parse(RangeConsumers.settings(source));
         } catch (ConfigException e) {
             throw new IllegalArgumentException("option 'source.kafka.*' has a bad consumer setting: "
-                    + OptionValues.oneLine(e.getMessage()), e);
+                    + RangeReadException.oneLine(e.getMessage()), e);
         }
         SchemaIds schemaIds = SchemaIds.parse(lower.get("schemaids"), flag(lower, "dropHeaders", false));
         List<SlotPartition> slots = WriteTasksJson.parse(lower.get("tasks"));
@@ -129,7 +130,7 @@ public record MirrorOptions(List<SlotPartition> slots, Map<String, String> sourc
             case "true" -> true;
             case "false" -> false;
             default -> throw new IllegalArgumentException("option '" + name + "' must be true or false, got '"
-                    + OptionValues.oneLine(value) + "'");
+                    + RangeReadException.oneLine(value) + "'");
         };
     }
 

@@ -3,6 +3,8 @@ package dev.mirrorflow.spark;
 import java.util.Locale;
 import java.util.Map;
 
+import dev.mirrorflow.kafka.read.RangeReadException;
+
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -26,7 +28,7 @@ final class OptionValues {
         try {
             return JSON.readTree(text);
         } catch (JsonProcessingException e) {
-            String problem = oneLine(e.getOriginalMessage());
+            String problem = RangeReadException.oneLine(e.getOriginalMessage());
             int detail = problem.indexOf(" (start marker at");
             throw new IllegalArgumentException("option '" + name + "' is not valid JSON at line "
                     + e.getLocation().getLineNr() + ", column " + e.getLocation().getColumnNr() + ": "
@@ -49,17 +51,12 @@ final class OptionValues {
             // told below
         }
         throw new IllegalArgumentException("option '" + name + "' must be " + what + " > 0, got '"
-                + oneLine(text) + "'");
+                + RangeReadException.oneLine(text) + "'");
     }
 
     /** A JSON value as a message quotes it: at most 120 characters. */
     static String excerpt(JsonNode node) {
         String text = node == null ? "nothing" : node.toString();
         return text.length() <= 120 ? text : text.substring(0, 117) + "...";
-    }
-
-    /** {@code text} on one line. */
-    static String oneLine(String text) {
-        return text == null ? "" : text.replaceAll("\\s*[\\r\\n]+\\s*", " ").strip();
     }
 }

@@ -11,6 +11,7 @@ import java.util.Set;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.mirrorflow.kafka.read.RangeConsumers;
+import dev.mirrorflow.kafka.read.RangeReadException;
 import dev.mirrorflow.kafka.read.TopicRange;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.common.config.ConfigException;
@@ -64,7 +65,7 @@ public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kaf
             ConsumerConfig.configDef().parse(RangeConsumers.settings(kafka));
         } catch (ConfigException e) {
             throw new IllegalArgumentException("option 'kafka.*' has a bad consumer setting: "
-                    + OptionValues.oneLine(e.getMessage()), e);
+                    + RangeReadException.oneLine(e.getMessage()), e);
         }
         return new ReadOptions(groups(lower.get("ranges")), kafka, OptionValues.positive(lower, "pollTimeoutMs", 1000, "a whole number of milliseconds"),
                 OptionValues.positive(lower, "timeoutMs", 120_000, "a whole number of milliseconds"));

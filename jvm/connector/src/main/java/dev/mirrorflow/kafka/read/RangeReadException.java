@@ -24,8 +24,9 @@ public class RangeReadException extends RuntimeException {
         super(oneLine(message), cause);
     }
 
-    /** {@code text} with every run of line breaks (and the spaces around them) as one space. */
-    static String oneLine(String text) {
+    /** {@code text} with every run of line breaks (and the spaces around them) as one space
+     * (the writer's {@code WriteException} words its messages the same way). */
+    public static String oneLine(String text) {
         return text == null ? "" : text.replaceAll("\\s*[\\r\\n]+\\s*", " ").strip();
     }
 }

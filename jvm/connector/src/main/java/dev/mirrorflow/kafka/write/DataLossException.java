@@ -1,5 +1,7 @@
 package dev.mirrorflow.kafka.write;
 
+import dev.mirrorflow.kafka.read.RangeReadException;
+
 /**
  * Records not yet mirrored were removed from the source by retention before the writer got
  * them, and the flow says {@code failOnDataLoss = true}. Raised again on the Python side as
@@ -12,6 +14,6 @@ public class DataLossException extends RuntimeException {
 
     /** An error with a one-line message. */
     public DataLossException(String message) {
-        super(WriteException.oneLine(message));
+        super(RangeReadException.oneLine(message));
     }
 }

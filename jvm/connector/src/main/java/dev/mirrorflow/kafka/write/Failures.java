@@ -1,5 +1,9 @@
 package dev.mirrorflow.kafka.write;
 
+import java.util.function.Predicate;
+
+import dev.mirrorflow.kafka.read.RangeReadException;
+
 import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.ClusterAuthorizationException;
 import org.apache.kafka.common.errors.FencedInstanceIdException;
@@ -36,60 +40,37 @@ final class Failures {
 
     /** Whether the producer can no longer be used. */
     static boolean fatal(Throwable error) {
-        for (Throwable e = error; e != null; e = e.getCause()) {
-            if (e instanceof ProducerFencedException || e instanceof InvalidProducerEpochException
-                    || e instanceof AuthorizationException || e instanceof UnsupportedVersionException
-                    || e instanceof TransactionCoordinatorFencedException || e instanceof FencedInstanceIdException
-                    || e instanceof InvalidTxnStateException) {
-                return true;
-            }
-            if (e.getCause() == e) {
-                break;
-            }
-        }
-        return false;
+        return anyCause(error, e -> e instanceof ProducerFencedException || e instanceof InvalidProducerEpochException
+                || e instanceof AuthorizationException || e instanceof UnsupportedVersionException
+                || e instanceof TransactionCoordinatorFencedException || e instanceof FencedInstanceIdException
+                || e instanceof InvalidTxnStateException);
     }
 
     /** Whether a newer producer of the same {@code transactional.id} fenced this one, or the
      * coordinator bumped its epoch (KIP-98, KIP-588): a {@link WriterFencedException}. */
     static boolean fenced(Throwable error) {
-        for (Throwable e = error; e != null; e = e.getCause()) {
-            if (e instanceof ProducerFencedException || e instanceof InvalidProducerEpochException) {
-                return true;
-            }
-            if (e.getCause() == e) {
-                break;
-            }
-        }
-        return false;
+        return anyCause(error, e -> e instanceof ProducerFencedException || e instanceof InvalidProducerEpochException);
     }
 
     /** Whether writing the transaction again may succeed (and nothing in the chain is fatal). */
     static boolean passing(Throwable error) {
-        if (fatal(error)) {
-            return false;
-        }
-        for (Throwable e = error; e != null; e = e.getCause()) {
-            if (e instanceof RetriableException || e instanceof TransactionAbortableException) {
-                return true;
-            }
-            if (e.getCause() == e) {
-                break;
-            }
-        }
-        return false;
+        return !fatal(error)
+                && anyCause(error, e -> e instanceof RetriableException || e instanceof TransactionAbortableException);
     }
 
     /** Whether {@code initTransactions} failed because the cluster will not run this producer's
      * transactions (no TransactionalId or cluster grant, a broker without transactions). */
     static boolean refusesTransactions(Throwable error) {
-        for (Throwable e = error; e != null; e = e.getCause()) {
-            if (e instanceof TransactionalIdAuthorizationException || e instanceof ClusterAuthorizationException
-                    || e instanceof UnsupportedVersionException) {
+        return anyCause(error, e -> e instanceof TransactionalIdAuthorizationException
+                || e instanceof ClusterAuthorizationException || e instanceof UnsupportedVersionException);
+    }
+
+    /** Whether {@code error} or any of its causes is one {@code kind} accepts (the Java producer
+     * wraps the error behind a failed transaction in the exceptions later calls throw). */
+    static boolean anyCause(Throwable error, Predicate<Throwable> kind) {
+        for (Throwable e = error; e != null; e = e.getCause() == e ? null : e.getCause()) {
+            if (kind.test(e)) {
                 return true;
-            }
-            if (e.getCause() == e) {
-                break;
             }
         }
         return false;
@@ -116,6 +97,6 @@ final class Failures {
                 break;
             }
         }
-        return WriteException.oneLine(out.toString());
+        return RangeReadException.oneLine(out.toString());
     }
 }

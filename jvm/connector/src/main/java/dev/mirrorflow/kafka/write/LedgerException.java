@@ -1,5 +1,7 @@
 package dev.mirrorflow.kafka.write;
 
+import dev.mirrorflow.kafka.read.RangeReadException;
+
 /**
  * The write ledger on the target (the progress group's resume positions) could not be read.
  * Raised again on the Python side as {@code mirrorflow.source.ledger.LedgerError}, whose
@@ -11,6 +13,6 @@ public class LedgerException extends RuntimeException {
 
     /** An error with a one-line message and the client exception behind it. */
     public LedgerException(String message, Throwable cause) {
-        super(WriteException.oneLine(message), cause);
+        super(RangeReadException.oneLine(message), cause);
     }
 }

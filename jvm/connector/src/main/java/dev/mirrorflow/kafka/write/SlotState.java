@@ -144,10 +144,7 @@ abstract class SlotState {
                     : state.task.where() + " offset " + record.offset() + ": " + Failures.describe(e));
         }
         WriteTask task = state.task;
-        boolean tooLarge = false;
-        for (Throwable c = e; c != null && !tooLarge; c = c.getCause() == c ? null : c.getCause()) {
-            tooLarge = c instanceof RecordTooLargeException;
-        }
+        boolean tooLarge = Failures.anyCause(e, RecordTooLargeException.class::isInstance);
         return new WriteException("cannot write " + task.source() + " offset " + record.offset() + " to "
                 + task.remoteTopic() + ": " + Failures.describe(e) + (tooLarge ? " (the producer's max.request.size on "
                 + "cluster " + config.cluster() + " is below the record: raise " + config.targetAlias()

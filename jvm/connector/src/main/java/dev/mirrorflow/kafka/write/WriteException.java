@@ -1,5 +1,7 @@
 package dev.mirrorflow.kafka.write;
 
+import dev.mirrorflow.kafka.read.RangeReadException;
+
 /**
  * A range could not be written: a record too large for its remote topic, a transaction that
  * failed for good (the writer was fenced by a newer one, an authorization error), a target that
@@ -17,16 +19,11 @@ public class WriteException extends RuntimeException {
 
     /** An error with a one-line message. */
     public WriteException(String message) {
-        super(oneLine(message));
+        super(RangeReadException.oneLine(message));
     }
 
     /** An error with a one-line message and the client exception behind it. */
     public WriteException(String message, Throwable cause) {
-        super(oneLine(message), cause);
-    }
-
-    /** {@code text} with every run of line breaks (and the spaces around them) as one space. */
-    static String oneLine(String text) {
-        return text == null ? "" : text.replaceAll("\\s*[\\r\\n]+\\s*", " ").strip();
+        super(RangeReadException.oneLine(message), cause);
     }
 }
