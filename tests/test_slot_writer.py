@@ -38,6 +38,16 @@ def flow_file(tmp_path: Path, clusters: dict[str, str], extra: str = "") -> Path
                        "emit.heartbeats.enabled = false\n" + extra)
 
 
+def orders_flow(tmp_path: Path, clusters: dict[str, str], n: int) -> tuple[Path, list]:
+    """``n`` records in a's orders (1 partition), an empty a.orders on b; the flow's file
+    and the records."""
+    create_topic(clusters["a"], "orders", 1)
+    create_topic(clusters["b"], "a.orders", 1)
+    records = varied_records(n)
+    produce(clusters["a"], "orders", records, 1)
+    return flow_file(tmp_path, clusters), records
+
+
 def write(spark, path: Path, run_id: str = "run-1", **changes) -> list[dict]:
     """Plan the flow and write its one range of ``orders[0]`` with the JVM writer (the
     task's fields changed by ``changes``); the writer's results."""
@@ -91,12 +101,8 @@ def test_a_zombie_of_the_slot_is_fenced_and_its_records_never_seen(spark, two_cl
     it; its commit fails and read_committed readers see only the writer's records."""
     from confluent_kafka import KafkaException
 
-    a, b = two_clusters["a"], two_clusters["b"]
-    create_topic(a, "orders", 1)
-    create_topic(b, "a.orders", 1)
-    records = varied_records(50)
-    produce(a, "orders", records, 1)
-    path = flow_file(tmp_path, two_clusters)
+    b = two_clusters["b"]
+    path, records = orders_flow(tmp_path, two_clusters, 50)
     zombie = Producer({"bootstrap.servers": b, "transactional.id": "mirrorflow|a->b|write-0"})
     zombie.init_transactions(30)
     zombie.begin_transaction()
@@ -112,10 +118,7 @@ def test_a_zombie_of_the_slot_is_fenced_and_its_records_never_seen(spark, two_cl
 def test_records_lost_to_retention_fail_the_write_naming_them_or_are_a_gap(
         spark, two_clusters, tmp_path: Path) -> None:
     a, b = two_clusters["a"], two_clusters["b"]
-    create_topic(a, "orders", 1)
-    create_topic(b, "a.orders", 1)
-    produce(a, "orders", varied_records(100), 1)
-    path = flow_file(tmp_path, two_clusters)
+    path, _ = orders_flow(tmp_path, two_clusters, 100)
     config = load_config(path)
     with FlowLease(config, config.flow("a->b"), "planned"):
         plan_run(config, config.flow("a->b"), "planned")  # 0..99, before the loss
@@ -158,12 +161,8 @@ def test_a_plan_half_written_by_the_first_writer_is_finished_exactly(spark, two_
     under the slot's transactional id), then the JVM writer resumes it at 300."""
     from mirrorflow.run import run_cycle
 
-    a, b = two_clusters["a"], two_clusters["b"]
-    create_topic(a, "orders", 1)
-    create_topic(b, "a.orders", 1)
-    records = varied_records(600)
-    produce(a, "orders", records, 1)
-    path = flow_file(tmp_path, two_clusters)
+    b = two_clusters["b"]
+    path, records = orders_flow(tmp_path, two_clusters, 600)
     config = load_config(path)
     flow = config.flow("a->b")
     with FlowLease(config, flow, "first"):

@@ -148,8 +148,9 @@ def commit(config_file: str, flow_name: str, planned: dict, run_id: str, ti=None
     with _leased(config_file, flow_name, run_id) as (config, flow):
         committed = _commit(config, flow, planned, run_id)
     # None where another run committed the plan: its result has no partitions.
-    assets.keep(flow, run_id, assets.events_of(config, flow, plain(committed)))
-    assets.lineage(config, flow, plain(committed))
+    result = plain(committed)
+    assets.keep(flow, run_id, assets.events_of(config, flow, result))
+    assets.lineage(config, flow, result)
     if outlet_events is not None:
         assets.publish(flow, run_id, outlet_events)
     return handoff(flow_name, run_id, COMMIT_TASK,

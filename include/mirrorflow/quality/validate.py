@@ -356,8 +356,14 @@ def docs_of(validation: Validation) -> None:
                     validation.plan_id, reports.run_dir(validation.flow, validation.run_id))
         validation.data_docs = None
         return
+    _defer_docs(validation, kept["results"])
+
+
+def _defer_docs(validation: Validation, results: list[dict]) -> None:
+    """Hold the rendering of the Data Docs of the suites' ``results`` into the run's
+    reports (:meth:`Validation.defer_docs`)."""
     validation.defer_docs(functools.partial(
-        build_docs, kept["results"], reports.docs_build_dir(validation.flow, validation.run_id),
+        build_docs, results, reports.docs_build_dir(validation.flow, validation.run_id),
         validation.flow, validation.run_id))
 
 
@@ -419,8 +425,7 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
         verdict_list, validation.checkpoints, validation.verified_records, records,
         suites, run_id)
     keep_results(flow.name, run_id, plan.plan_id, results)
-    validation.defer_docs(functools.partial(
-        build_docs, results, reports.docs_build_dir(flow.name, run_id), flow.name, run_id))
+    _defer_docs(validation, results)
     validation.failures = [p for v in verdict_list for p in v.problems()]
     validation.failures += [p for c in validation.checkpoints if (p := c.problem())]
     validation.failures += chain_findings(plan, checks.chains)
