@@ -79,6 +79,38 @@ def test_exact_ranges_with_headers_nulls_and_timestamps(spark, two_clusters) -> 
         assert {r.timestampType for r in by_part[p]} == {0}
 
 
+def test_a_digests_read_sums_each_partition_as_the_proofs_sql_sums_its_rows(
+        spark, two_clusters) -> None:
+    """The proof's target side summed in the reading tasks (``digests``) equals Spark
+    SQL's sums of the same records read as rows, with and without timestamps; a partition
+    read in two pieces by two tasks has a row from each."""
+    from pyspark.sql import functions as F
+
+    from mirrorflow.quality.digests import record_digest
+
+    a = two_clusters["a"]
+    create_topic(a, "summed", 2)
+    produce(a, "summed", varied_records(300), 2)
+    groups = [[("summed", 0, 5, 80), ("summed", 1, 0, 150)], [("summed", 0, 80, 150)]]
+    cluster = cluster_of(a)
+    sums = read_groups(spark, cluster, groups, digests=True)
+    assert sums.columns == ["topic", "partition", "records", "xor", "xor_no_ts", "first", "last"]
+    rows = sorted((tuple(r) for r in sums.collect()), key=lambda r: (r[1], r[5]))
+    assert [(r[1], r[2], r[5], r[6]) for r in rows] == [(0, 75, 5, 79), (0, 70, 80, 149),
+                                                       (1, 150, 0, 149)]
+    summed: dict[int, list[int]] = {}
+    for _, partition, records, xor, xor_no_ts, *_ in rows:
+        n, x, y = summed.get(partition, (0, 0, 0))
+        summed[partition] = [n + records, x ^ xor, y ^ xor_no_ts]
+    sql = (read_groups(spark, cluster, groups).groupBy("partition")
+           .agg(F.count("*"),
+                F.bit_xor(F.xxhash64(record_digest(F, F.lit(True)), "offset")),
+                F.bit_xor(F.xxhash64(record_digest(F, F.lit(False)), "offset")))
+           .collect())
+    assert {r[0]: list(r[1:]) for r in sql} == summed
+    assert summed[0][1] != summed[0][2]  # the timestamps count in one of them
+
+
 def test_one_task_reads_many_partitions_exactly_with_one_consumer(spark, two_clusters) -> None:
     """300 partitions of 3 records in one group: every record once, none past its end."""
     a = two_clusters["a"]

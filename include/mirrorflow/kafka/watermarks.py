@@ -42,6 +42,27 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
                      isolation: str = READ_COMMITTED, timeout: float = 30.0,
                      ) -> dict[TopicPart, Watermarks]:
     """The log start and the end (for ``isolation``) of every partition."""
+    found = _probe(cluster, partitions, isolation, timeout, ("low", "high"))
+    return {tp: Watermarks(low, max(found["high"][tp], low)) for tp, low in found["low"].items()}
+
+
+def log_starts(cluster: ClusterConfig, partitions: Iterable[TopicPart],
+               timeout: float = 30.0) -> dict[TopicPart, int]:
+    """The log start of every partition (half a probe's answers: librdkafka makes a
+    Python future of each, tens of microseconds apiece over thousands of partitions)."""
+    return _probe(cluster, partitions, READ_COMMITTED, timeout, ("low",))["low"]
+
+
+def log_ends(cluster: ClusterConfig, partitions: Iterable[TopicPart],
+             isolation: str = READ_COMMITTED, timeout: float = 30.0) -> dict[TopicPart, int]:
+    """The end (for ``isolation``) of every partition."""
+    return _probe(cluster, partitions, isolation, timeout, ("high",))["high"]
+
+
+def _probe(cluster: ClusterConfig, partitions: Iterable[TopicPart], isolation: str,
+           timeout: float, names: tuple[str, ...]) -> dict[str, dict[TopicPart, int]]:
+    """Per name of ``names`` (``low``: log start, ``high``: end), the offset of every
+    partition."""
     from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
@@ -57,18 +78,18 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
                  KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, *timed_out, *epochs)
 
     wanted = sorted(set(partitions))
+    found: dict[str, dict[TopicPart, int]] = {name: {} for name in names}
     if not wanted:
-        return {}
+        return found
     level = (IsolationLevel.READ_COMMITTED if isolation == READ_COMMITTED
              else IsolationLevel.READ_UNCOMMITTED)
     admin = _with_metadata(clients.admin_client(cluster), timeout)
     deadline = time.monotonic() + timeout
-    found: dict[str, dict[TopicPart, int]] = {"low": {}, "high": {}}
     specs = {"low": OffsetSpec.earliest(), "high": OffsetSpec.latest()}
     # Both requests are sent before either answer is awaited: a probe costs one round trip
     # to each leader, not two (one per watermark), which counts on a remote cluster.
-    pending: dict[str, list[TopicPart]] = {"low": list(wanted), "high": list(wanted)}
-    while pending["low"] or pending["high"]:
+    pending: dict[str, list[TopicPart]] = {name: list(wanted) for name in names}
+    while any(pending.values()):
         # Each request may take what is left of the probe's time; its answers are awaited
         # a moment longer, so that librdkafka's own timeout comes before the wait's. A
         # request that timed out may answer its partitions with no error and offset -1001
@@ -78,7 +99,7 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
         futures = {name: admin.list_offsets({TopicPartition(t, p): specs[name] for t, p in tps},
                                             isolation_level=level, request_timeout=left)
                    for name, tps in pending.items() if tps}
-        pending, stale = {"low": [], "high": []}, False
+        pending, stale = {name: [] for name in names}, False
         for name, answers in futures.items():
             for tp, future in answers.items():
                 try:
@@ -105,10 +126,9 @@ def probe_watermarks(cluster: ClusterConfig, partitions: Iterable[TopicPart],
                     raise _no_answer(cluster, wanted, timeout)
         if stale:  # its metadata, not the broker, is behind
             admin = _with_metadata(clients.renewed_admin_client(cluster), timeout)
-        if pending["low"] or pending["high"]:
+        if any(pending.values()):
             time.sleep(0.1)
-    return {tp: Watermarks(found["low"][tp], max(found["high"][tp], found["low"][tp]))
-            for tp in wanted}
+    return found
 
 
 def _no_answer(cluster: ClusterConfig, wanted: list[TopicPart], timeout: float

@@ -15,7 +15,9 @@ timestamp at or before the epoch counts as the plan's time the writer gave it).
   flow's own spans (this plan's records), another flow's spans (fan-in), or none: a
   foreign record. Where no other flow writes and no compaction thins the remote topic,
   every record is first taken as the flow's own (equal aggregates then prove none lies
-  outside the spans); partitions whose aggregates differ are looked at again exactly.
+  outside the spans), and the tasks reading the target sum its records themselves (the
+  range source's ``digests``: no row per record, no shuffle); partitions whose
+  aggregates differ are looked at again exactly, record by record.
 
 A **compacted** remote topic may lose a record to the target's log cleaner as soon as a
 newer record of its key is written. It is compared like any other first: the cleaner
@@ -196,35 +198,43 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     # Where no other flow writes, every target record is first taken as this flow's:
     # equal aggregates then prove that each one sits at a remote offset claimed for a
     # source record, so none lies outside the spans, without looking up each record's
-    # owner. Unequal partitions are compared again, exactly.
+    # owner. Unequal partitions are compared again, exactly. Then (unless ids are mapped
+    # back) the reading tasks sum the target's records themselves: no row per record.
     assumed = not exact and all(not r.others for r in readable)
-    if readable:
+    summed = bool(readable) and assumed and not schemas
+    if summed:
+        for key, counts in _target_sums(spark, config, flow, readable, no_timestamps,
+                                        split_records).items():
+            out.setdefault(key, Compared()).target = counts
+    elif readable:
         sides.append(_target_side(spark, F, config, flow, readable, no_timestamps,
                                   split_records, assumed, schemas))
-    if not sides:
+    if not sides and not summed:
         return out
     tails = [r for r in ranges if r.remote_topic in thinned & source_compacted]
-    if tails and (tail := _source_tail(spark, F, config, flow, tails, remote_of,
-                                       split_records)):
+    if sides and tails and (tail := _source_tail(spark, F, config, flow, tails, remote_of,
+                                                 split_records)):
         sides.append(tail)
-    union = sides[0]
-    for side in sides[1:]:
-        union = union.unionByName(side)
-    records = _newest_per_key(F, union, thinned, source_compacted)
-    kept = F.col("kept")
-    rows = (records.where(~F.col("side").isin("o", "x"))
-            .groupBy("side", *KEY)
-            .agg(F.count("*").alias("all"), F.count(F.when(kept, 1)).alias("n"),
-                 F.bit_xor(F.when(kept, F.xxhash64("digest", "d"))).alias("x"),
-                 F.min("d").alias("first"), F.max("d").alias("last"))
-            .collect())
-    for row in rows:
-        item = out.setdefault((row["remote_topic"], row["partition"]), Compared())
-        if row["side"] == "f":
-            item.foreign_records, item.first_foreign_offset = row["all"], row["first"]
-        else:
-            setattr(item, "source" if row["side"] == "s" else "target",
-                    Counts(row["all"], row["x"], row["first"], row["last"], row["n"]))
+    records = kept = None
+    if sides:
+        union = sides[0]
+        for side in sides[1:]:
+            union = union.unionByName(side)
+        records = _newest_per_key(F, union, thinned, source_compacted)
+        kept = F.col("kept")
+        rows = (records.where(~F.col("side").isin("o", "x"))
+                .groupBy("side", *KEY)
+                .agg(F.count("*").alias("all"), F.count(F.when(kept, 1)).alias("n"),
+                     F.bit_xor(F.when(kept, F.xxhash64("digest", "d"))).alias("x"),
+                     F.min("d").alias("first"), F.max("d").alias("last"))
+                .collect())
+        for row in rows:
+            item = out.setdefault((row["remote_topic"], row["partition"]), Compared())
+            if row["side"] == "f":
+                item.foreign_records, item.first_foreign_offset = row["all"], row["first"]
+            else:
+                setattr(item, "source" if row["side"] == "s" else "target",
+                        Counts(row["all"], row["x"], row["first"], row["last"], row["n"]))
     for item in out.values():
         # Records older than a newer one of their key may be gone from a compacted
         # target; they count as there when the newest ones are.
@@ -250,7 +260,7 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
             split_records, compacted, exact=True, restamp_ms=restamp_ms,
             schemas=schemas, source_compacted=source_compacted))
         unequal = [key for key in unequal if key not in again]
-    if unequal:
+    if unequal:  # an exact pass: read by Spark SQL (records)
         for key, found in _diagnose(spark, F, records.where(kept), unequal).items():
             for name, value in found.items():
                 setattr(out[key], name, value)
@@ -338,13 +348,12 @@ def _remote_topic(F, remote_of: Mapping[str, str]):
 def _source_tail(spark, F, config, flow, ranges, remote_of, split):
     """(side 'x', remote_topic, partition, k): the keys the source holds after each range,
     up to its end now (what excuses a key the range's source no longer holds)."""
-    from mirrorflow.kafka.watermarks import probe_watermarks
+    from mirrorflow.kafka.watermarks import log_ends
 
     source = config.cluster(flow.source)
-    ends = probe_watermarks(source, [(r.topic, r.partition) for r in ranges],
-                            source.isolation_level())
-    tails = [(r.topic, r.partition, r.end, ends[(r.topic, r.partition)].high)
-             for r in ranges if ends[(r.topic, r.partition)].high > r.end]
+    ends = log_ends(source, [(r.topic, r.partition) for r in ranges], source.isolation_level())
+    tails = [(r.topic, r.partition, r.end, ends[(r.topic, r.partition)])
+             for r in ranges if ends[(r.topic, r.partition)] > r.end]
     if not tails:
         return None
     frame = proof_read(spark, source, tails, split, flow=flow)
@@ -354,6 +363,25 @@ def _source_tail(spark, F, config, flow, ranges, remote_of, split):
         F.lit(None).cast("long").alias("d"), F.col("offset").alias("u"),
         F.lit(None).cast("long").alias("digest"), F.col("key").alias("k"),
         F.lit(False).alias("tombstone"))
+
+
+def _target_sums(spark, config, flow, regions, no_timestamps, split
+                 ) -> dict[tuple[str, int], Counts]:
+    """The target side of an assumed comparison (every record the flow's own, ids as
+    written), summed per partition by the tasks that read it (the range source's
+    ``digests``: the same digests and sums as :func:`_target_side` and :func:`compare`'s
+    SQL give, without a row per record or a shuffle). A partition read in pieces by
+    several tasks has a row from each."""
+    sums: dict[tuple[str, int], list[int]] = {}
+    for row in proof_read(spark, config.cluster(flow.target),
+                          [(r.remote_topic, r.partition, r.start, r.end) for r in regions],
+                          split, "read_committed", flow=flow, digests=True).collect():
+        key = (row["topic"], row["partition"])
+        x = row["xor_no_ts"] if row["topic"] in no_timestamps else row["xor"]
+        n, digest, first, last = sums.get(key, (0, 0, row["first"], row["last"]))
+        sums[key] = [n + row["records"], digest ^ x, min(first, row["first"]),
+                     max(last, row["last"])]
+    return {key: Counts(n, digest, first, last) for key, (n, digest, first, last) in sums.items()}
 
 
 def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed: bool,
@@ -384,7 +412,7 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
 
 
 def proof_read(spark, cluster, ranges: list[tuple[str, int, int, int]], split: int | None,
-               isolation: str | None = None, *, flow: FlowConfig):
+               isolation: str | None = None, *, flow: FlowConfig, digests: bool = False):
     """The records of ``ranges`` in as many Spark tasks (each one consumer) as the flow
     writes such ranges in (:func:`~mirrorflow.source.plan_records.write_slots`), or one
     per ``split`` records where that is more (the comparison aggregates; order is moot).
@@ -392,7 +420,7 @@ def proof_read(spark, cluster, ranges: list[tuple[str, int, int, int]], split: i
     3 records on 2 cores checked in 9.3 s as 1,000 tasks, 4.0 s as 64, 2.9 s as 8."""
     sizes = [end - start for *_, start, end in ranges]
     tasks = read_tasks(sizes, write_slots(flow, sizes), split)
-    return read_groups(spark, cluster, grouped(ranges, tasks, split), isolation)
+    return read_groups(spark, cluster, grouped(ranges, tasks, split), isolation, digests)
 
 
 def _lookup(spark, F, frame, intervals: list[tuple], kind: str, more: str = ""):

@@ -175,15 +175,15 @@ class LagAlertError(MirrorflowError):
 def replication_lag(config: MirrorConfig, flow: FlowConfig) -> dict[str, int]:
     """``topic[partition]`` -> source end minus the committed position, for every partition
     the flow has a position for (a partition never mirrored is not listed)."""
-    from mirrorflow.kafka.watermarks import probe_watermarks
+    from mirrorflow.kafka.watermarks import log_ends
     from mirrorflow.source.offsets import OffsetStore
 
     positions = OffsetStore(config.cluster(flow.target), flow.source,
                             flow.get("replication.factor")).positions()
     selected = {tp: pos for tp, pos in positions.items()
                 if flow.topic_filter().should_replicate(tp[0])}
-    ends = probe_watermarks(config.cluster(flow.source), list(selected))
-    return {f"{t}[{p}]": max(ends[(t, p)].high - (pos + 1), 0)
+    ends = log_ends(config.cluster(flow.source), list(selected))
+    return {f"{t}[{p}]": max(ends[(t, p)] - (pos + 1), 0)
             for (t, p), pos in sorted(selected.items())}
 
 

@@ -49,7 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
-from mirrorflow.kafka.watermarks import probe_watermarks
+from mirrorflow.kafka.watermarks import log_ends, log_starts
 from mirrorflow.quality import reports, schema_check
 from mirrorflow.quality.compare import (
     Compared,
@@ -171,8 +171,7 @@ def scope(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
     source = config.cluster(flow.source)
     reread = [(r.topic, r.partition) for r in plan.ranges
               if not written.get((r.topic, r.partition), {}).get("source_digest")]
-    lows = {tp: w.low for tp, w in probe_watermarks(source, reread,
-                                                    source.isolation_level()).items()}
+    lows = log_starts(source, reread)
     for r in plan.ranges:
         rp = (r.remote_topic, r.partition)
         done = written.get((r.topic, r.partition), {})
@@ -206,7 +205,7 @@ def scope(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
         out.verdicts[rp] = PartitionVerdict(topic, rp[1], rp[0])
     if not starts:
         return out
-    ends = {tp: w.high for tp, w in probe_watermarks(target, list(starts)).items()}
+    ends = log_ends(target, list(starts))
     others = _others_spans(config, flow, set(starts))
     for rp, start in starts.items():
         verdict = out.verdicts[rp]
@@ -401,8 +400,8 @@ def validate_plan(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan, res
                              f"LogAppendTime on the target)" for t in sorted(no_timestamps)]
         validation.notes += compaction_notes(found, compacted, checks.verdicts.values())
     validation.notes += restamp_notes(plan, result)
-    source_ends = {tp: w.high for tp, w in probe_watermarks(
-        config.cluster(flow.source), [(r.topic, r.partition) for r in plan.ranges]).items()}
+    source_ends = log_ends(config.cluster(flow.source),
+                           [(r.topic, r.partition) for r in plan.ranges])
     verdict_list = sorted(checks.verdicts.values(), key=lambda v: (v.topic, v.partition))
     for verdict in verdict_list:
         if verdict.source_end is not None:

@@ -27,7 +27,7 @@ from mirrorflow.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirrorflow.config.offset_reset import OffsetReset
 from mirrorflow.errors import DataLossError
 from mirrorflow.kafka import clients
-from mirrorflow.kafka.watermarks import probe_watermarks
+from mirrorflow.kafka.watermarks import log_ends, log_starts, probe_watermarks
 from mirrorflow.lease import check_held
 from mirrorflow.source import topic_sync
 from mirrorflow.source.history import Chain, HistoryStore
@@ -68,10 +68,12 @@ def discover_topics(config: MirrorConfig, flow: FlowConfig) -> dict[str, int]:
 
 
 def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[str, int],
-                         create: bool = True) -> dict[str, str]:
+                         create: bool = True) -> tuple[dict[str, str], set[str]]:
     """Create missing remote topics (same partition count, the source's configs) and grow
-    remote topics with fewer partitions than their source, as MM2 does; source topic ->
-    remote topic. With ``create=False`` (a dry run) nothing is created or grown."""
+    remote topics with fewer partitions than their source, as MM2 does; return source
+    topic -> remote topic, and the remote topics that existed before (a topic created now
+    is empty: its offsets need no asking, and its new partitions' leaders may still be
+    settling). With ``create=False`` (a dry run) nothing is created or grown."""
     from confluent_kafka.admin import NewTopic
 
     policy = flow.policy()
@@ -91,8 +93,9 @@ def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[st
         except topic_sync.MetadataSyncError as exc:
             raise PlanError(str(exc)) from None
     missing = [t for t in topics if remote[t] not in existing]
+    existed = set(remote.values()) & set(existing)
     if not missing or not create:
-        return remote
+        return remote, existed
     configs = (topic_sync.source_topic_configs(config, flow, missing)
                if flow.get("sync.topic.configs.enabled") else {})
     new = [NewTopic(remote[t], num_partitions=topics[t],
@@ -109,8 +112,30 @@ def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[st
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):
                     raise PlanError(f"cannot create remote topic {name!r} on cluster "
                                     f"{flow.target!r}: {exc}") from None
-    log.info("created remote topics on %s: %s", flow.target, ", ".join(remote[t] for t in missing))
-    return remote
+    log.info("created %d remote topics on %s: %s", len(missing), flow.target,
+             _listed([remote[t] for t in missing]))
+    return remote, existed
+
+
+def _log_breaks(breaks: list[Break]) -> None:
+    """A warning per break, but one line per kind of new partition (a first run over
+    thousands of partitions is not thousands of lines)."""
+    new: dict[str, list[Break]] = {}
+    for found in breaks:
+        if found.cause == "new":
+            new.setdefault(found.detail, []).append(found)
+        else:
+            log.warning("%s[%d]: chain break (%s) at offset %d: %s", found.topic,
+                        found.partition, found.cause, found.end, found.detail)
+    for detail, found in new.items():
+        log.info("chain break (new) of %d partitions (%s): %s", len(found),
+                 _listed([f"{b.topic}[{b.partition}] at offset {b.end}" for b in found]), detail)
+
+
+def _listed(names: list[str], shown: int = 10) -> str:
+    """``names`` for a log line: the first ``shown`` of them, then how many more."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _max_message_bytes(target: ClusterConfig, topics: list[str]) -> dict[str, int]:
@@ -140,16 +165,18 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
         wanted = set(only_topics)
         topics = {t: n for t, n in topics.items()
                   if t in wanted or policy.is_heartbeats_topic(t)}
-    remote = ensure_remote_topics(config, flow, topics, create=not dry_run)
+    remote, existing = ensure_remote_topics(config, flow, topics, create=not dry_run)
     cap = min(max_records or flow.get("mirrorflow.max.records.per.partition"),
               flow.get("mirrorflow.max.records.per.partition"))
     source_parts = [(t, p) for t, n in topics.items() for p in range(n)]
     source = config.cluster(flow.source)
     source_marks = probe_watermarks(source, source_parts, source.isolation_level())
     target = config.cluster(flow.target)
-    existing = set(clients.cluster_metadata(clients.admin_client(target), 10).topics)
-    target_marks = probe_watermarks(target, [(remote[t], p) for t, p in source_parts
+    target_ends = log_ends(target, [(remote[t], p) for t, p in source_parts
                                              if remote[t] in existing])
+    # Topics created just now are not described: a broker learns of thousands of new
+    # partitions seconds after CreateTopics returns, and this limit only steers the
+    # dealing of ranges to slots (the mirror reads each remote topic's limit it writes by).
     limits = _max_message_bytes(target, [remote[t] for t in topics if remote[t] in existing])
     committed, outside = OffsetStore(config.cluster(flow.target), flow.source,
                                      flow.get("replication.factor")).read()
@@ -194,13 +221,10 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
             start = marks.low
         end = min(marks.high, start + cap)
         if end > start:
-            target_end = target_marks.get((remote[topic], partition))
             ranges.append(Range(topic, partition, start, end, remote[topic],
-                                target_end.high if target_end else 0,
+                                target_ends.get((remote[topic], partition), 0),
                                 limits.get(remote[topic])))
-    for found in breaks:
-        log.warning("%s[%d]: chain break (%s) at offset %d: %s", found.topic,
-                    found.partition, found.cause, found.end, found.detail)
+    _log_breaks(breaks)
     return Plan(
         plan_id=f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}",
         flow=flow.name, run_id=run_id, created_ms=int(time.time() * 1000),
@@ -278,10 +302,10 @@ def _without_gone_topics(config: MirrorConfig, flow: FlowConfig, store: PlanStor
                     "positions stay, so a recreated topic is detected): %s", plan.plan_id,
                     ", ".join(gone))
     source = config.cluster(flow.source)
-    lows = probe_watermarks(source, [(r.topic, r.partition) for r in plan.ranges
-                                     if r.topic in recreated], source.isolation_level())
-    breaks = [Break(r.topic, r.partition, "recreated", lows[(r.topic, r.partition)].low,
-                    lows[(r.topic, r.partition)].low, ids[r.topic],
+    lows = log_starts(source, [(r.topic, r.partition) for r in plan.ranges
+                               if r.topic in recreated])
+    breaks = [Break(r.topic, r.partition, "recreated", lows[(r.topic, r.partition)],
+                    lows[(r.topic, r.partition)], ids[r.topic],
                     f"the topic was deleted and created again while plan {plan.plan_id} was "
                     f"pending (topic id {plan.topic_ids[r.topic]} -> {ids[r.topic]}); its "
                     f"planned range {r.start}..{r.end - 1} of the old incarnation is dropped, "

@@ -73,11 +73,15 @@ def kafka_options(cluster: ClusterConfig, isolation: str | None = None) -> dict[
 
 
 def read_groups(spark, cluster: ClusterConfig, groups: Sequence[Sequence[OffsetRange]],
-                isolation: str | None = None):
+                isolation: str | None = None, digests: bool = False):
     """A DataFrame of every record of the ranges of ``groups``: a Spark task per group,
-    each reading its ranges (one per partition) with one consumer."""
+    each reading its ranges (one per partition) with one consumer. With ``digests``, a row
+    per partition a task read records of instead, with the proof's sums of them
+    (``topic, partition, records, xor, xor_no_ts, first, last``:
+    :mod:`mirrorflow.quality.compare`), computed in the task."""
     return (spark.read.format(FORMAT).options(**kafka_options(cluster, isolation))
             .option("ranges", json.dumps([[list(r) for r in group] for group in groups]))
+            .option("digests", str(digests).lower())
             .load())
 
 
@@ -94,15 +98,17 @@ def grouped(ranges: Iterable[OffsetRange], tasks: int,
                    for lo in range(start, max(end, start + 1), step)]
     groups: list[list[OffsetRange]] = [[] for _ in range(max(1, min(tasks, len(pieces))))]
     loads = [0] * len(groups)
+    held: list[set[tuple[str, int]]] = [set() for _ in groups]  # each group's partitions
     for piece in sorted(pieces, key=lambda r: r[2] - r[3]):
-        free = [g for g, group in enumerate(groups)
-                if all(r[:2] != piece[:2] for r in group)]
+        free = [g for g in range(len(groups)) if piece[:2] not in held[g]]
         if not free:  # more pieces of one partition than tasks: one more group
             groups.append([])
             loads.append(0)
+            held.append(set())
             free = [len(groups) - 1]
         g = min(free, key=lambda g: (loads[g], g))
         groups[g].append(piece)
+        held[g].add(piece[:2])
         loads[g] += piece[3] - piece[2]
     return [group for group in groups if group]
 

@@ -20,7 +20,7 @@ from dataclasses import replace
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import DataLossError, MirrorflowError, one_line, raised_within
 from mirrorflow.kafka import clients
-from mirrorflow.kafka.watermarks import probe_watermarks
+from mirrorflow.kafka.watermarks import log_starts
 from mirrorflow.plain import plain
 from mirrorflow.schema import mapping
 from mirrorflow.schema.ids_in_ranges import FoundIds, find_ids, refuse, rewrite_table
@@ -168,8 +168,7 @@ def plan_result(config: MirrorConfig, flow: FlowConfig, plan: Plan,
             if not spans.get((r.topic, r.partition))
             or spans[(r.topic, r.partition)][0].upstream_first > r.start]
     source = config.cluster(flow.source)
-    log_starts = {tp: w.low for tp, w in probe_watermarks(
-        source, late, source.isolation_level()).items()} if late else {}
+    starts = log_starts(source, late) if late else {}
     ranges = []
     for r in plan.ranges:
         tp = (r.topic, r.partition)
@@ -177,9 +176,9 @@ def plan_result(config: MirrorConfig, flow: FlowConfig, plan: Plan,
         done = figures.get(tp, {})
         gaps = [tuple(g) for g in done.get("gaps", [])]
         first = mine[0].upstream_first if mine else r.end
-        if tp in log_starts and log_starts[tp] > r.start and not any(g[0] == r.start
+        if tp in starts and starts[tp] > r.start and not any(g[0] == r.start
                                                                      for g in gaps):
-            gap = (r.start, min(log_starts[tp], first))
+            gap = (r.start, min(starts[tp], first))
             if flow.get("failOnDataLoss"):
                 raise DataLossError(
                     f"source {r.topic}[{r.partition}]: offsets {gap[0]}..{gap[1] - 1} of the "

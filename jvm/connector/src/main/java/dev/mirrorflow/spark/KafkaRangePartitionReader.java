@@ -50,15 +50,17 @@ final class KafkaRangePartitionReader implements PartitionReader<InternalRow> {
 
     @Override
     public boolean next() {
-        if (reader == null) {
-            return false;
-        }
-        ConsumerRecord<byte[], byte[]> record = reader.next();
+        ConsumerRecord<byte[], byte[]> record = nextRecord();
         if (record == null) {
             return false;
         }
         row = rows.toRow(record);
         return true;
+    }
+
+    /** The group's next record, or null when every range is read. */
+    ConsumerRecord<byte[], byte[]> nextRecord() {
+        return reader == null ? null : reader.next();
     }
 
     @Override

@@ -1,8 +1,10 @@
 package dev.mirrorflow.spark;
 
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 
+import dev.mirrorflow.kafka.read.TopicRange;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
@@ -19,16 +21,19 @@ final class KafkaRangeReaderFactory implements PartitionReaderFactory {
     private final HashMap<String, String> kafka;
     private final long pollTimeoutMs;
     private final long timeoutMs;
+    private final boolean digests;
 
-    KafkaRangeReaderFactory(Map<String, String> kafka, long pollTimeoutMs, long timeoutMs) {
+    KafkaRangeReaderFactory(Map<String, String> kafka, long pollTimeoutMs, long timeoutMs, boolean digests) {
         this.kafka = new HashMap<>(kafka);
         this.pollTimeoutMs = pollTimeoutMs;
         this.timeoutMs = timeoutMs;
+        this.digests = digests;
     }
 
     @Override
     public PartitionReader<InternalRow> createReader(InputPartition partition) {
-        return new KafkaRangePartitionReader(((RangeGroupPartition) partition).ranges(), kafka, pollTimeoutMs,
-                timeoutMs);
+        List<TopicRange> ranges = ((RangeGroupPartition) partition).ranges();
+        return digests ? new KafkaDigestPartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs)
+                : new KafkaRangePartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs);
     }
 }

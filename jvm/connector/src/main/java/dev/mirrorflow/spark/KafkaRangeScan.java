@@ -30,14 +30,15 @@ final class KafkaRangeScan implements ScanBuilder, Scan, Batch {
 
     @Override
     public StructType readSchema() {
-        return KafkaRecordRows.SCHEMA;
+        return options.schema();
     }
 
     /** Shown by {@code explain} and the UI: counts only, never a client setting. */
     @Override
     public String description() {
         return KafkaRangeSource.NAME + " [" + options.groups().size() + " groups, "
-                + options.groups().stream().mapToInt(List::size).sum() + " ranges]";
+                + options.groups().stream().mapToInt(List::size).sum() + " ranges" + (options.digests() ? ", digests" : "")
+                + "]";
     }
 
     @Override
@@ -57,6 +58,7 @@ final class KafkaRangeScan implements ScanBuilder, Scan, Batch {
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-        return new KafkaRangeReaderFactory(options.kafka(), options.pollTimeoutMs(), options.timeoutMs());
+        return new KafkaRangeReaderFactory(options.kafka(), options.pollTimeoutMs(), options.timeoutMs(),
+                options.digests());
     }
 }

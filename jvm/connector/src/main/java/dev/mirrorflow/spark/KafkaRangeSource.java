@@ -31,10 +31,13 @@ public final class KafkaRangeSource implements TableProvider, DataSourceRegister
         return NAME;
     }
 
-    /** Always Spark's Kafka schema with headers; a schema given by the user is refused by Spark. */
+    /**
+     * Spark's Kafka schema with headers, or with {@code digests} the sums' schema; a schema given
+     * by the user is refused by Spark.
+     */
     @Override
     public StructType inferSchema(CaseInsensitiveStringMap options) {
-        return KafkaRecordRows.SCHEMA;
+        return ReadOptions.schema(options.asCaseSensitiveMap());
     }
 
     /** Checks the options here, so that a bad one fails {@code load()} on the driver. */

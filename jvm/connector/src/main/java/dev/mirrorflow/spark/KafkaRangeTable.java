@@ -31,7 +31,7 @@ final class KafkaRangeTable implements SupportsRead {
 
     @Override
     public Column[] columns() {
-        StructField[] fields = KafkaRecordRows.SCHEMA.fields();
+        StructField[] fields = options.schema().fields();
         Column[] columns = new Column[fields.length];
         for (int i = 0; i < fields.length; i++) {
             columns[i] = Column.create(fields[i].name(), fields[i].dataType(), fields[i].nullable());
@@ -43,7 +43,7 @@ final class KafkaRangeTable implements SupportsRead {
     @Override
     @SuppressWarnings("deprecation")
     public StructType schema() {
-        return KafkaRecordRows.SCHEMA;
+        return options.schema();
     }
 
     @Override

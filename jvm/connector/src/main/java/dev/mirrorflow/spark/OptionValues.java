@@ -54,6 +54,19 @@ final class OptionValues {
                 + RangeReadException.oneLine(text) + "'");
     }
 
+    /** Option {@code name} (names are case-insensitive), {@code true} or {@code false}; false when not given. */
+    static boolean flag(Map<String, String> lower, String name) {
+        String text = lower.get(name.toLowerCase(Locale.ROOT));
+        if (text == null || text.strip().equalsIgnoreCase("false")) {
+            return false;
+        }
+        if (text.strip().equalsIgnoreCase("true")) {
+            return true;
+        }
+        throw new IllegalArgumentException("option '" + name + "' must be true or false, got '"
+                + RangeReadException.oneLine(text) + "'");
+    }
+
     /** A JSON value as a message quotes it: at most 120 characters. */
     static String excerpt(JsonNode node) {
         String text = node == null ? "nothing" : node.toString();

@@ -16,6 +16,7 @@ import dev.mirrorflow.kafka.read.TopicRange;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.spark.sql.types.StructType;
 
 /**
  * The options of a {@code mirrorflow-kafka} read, checked on the driver before any task
@@ -31,6 +32,9 @@ import org.apache.kafka.common.TopicPartition;
  *       {@code kafka.group.id} is ignored.</li>
  *   <li>{@code pollTimeoutMs} (default 1000) and {@code timeoutMs} (default 120000): see
  *       {@link dev.mirrorflow.kafka.read.RangeReader}.</li>
+ *   <li>{@code digests} ({@code true} or {@code false}, the default): rows of the proof's sums
+ *       per partition read ({@link KafkaDigestPartitionReader#SCHEMA}) instead of a row per
+ *       record.</li>
  * </ul>
  * Option names are case-insensitive, as Spark's are.
  *
@@ -38,12 +42,14 @@ import org.apache.kafka.common.TopicPartition;
  * @param kafka         the consumer settings as given (prefix stripped)
  * @param pollTimeoutMs the longest one poll waits
  * @param timeoutMs     the longest a reader waits with no range advancing
+ * @param digests       whether a row is a partition's sums, not a record
  */
 public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kafka, long pollTimeoutMs,
-                          long timeoutMs) implements Serializable {
+                          long timeoutMs, boolean digests) implements Serializable {
 
     private static final long serialVersionUID = 1L;
     private static final String PREFIX = "kafka.";
+    private static final String DIGESTS = "digests";
     private static final String SHAPE = "[[[\"topic\", partition, start, end], ...], ...]";
 
     /** Parses and checks Spark's options of a read. */
@@ -68,7 +74,28 @@ public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kaf
                     + RangeReadException.oneLine(e.getMessage()), e);
         }
         return new ReadOptions(groups(lower.get("ranges")), kafka, OptionValues.positive(lower, "pollTimeoutMs", 1000, "a whole number of milliseconds"),
-                OptionValues.positive(lower, "timeoutMs", 120_000, "a whole number of milliseconds"));
+                OptionValues.positive(lower, "timeoutMs", 120_000, "a whole number of milliseconds"),
+                OptionValues.flag(lower, DIGESTS));
+    }
+
+    /** The rows' schema a read with {@code options} gives (Spark asks before the options are parsed). */
+    public static StructType schema(Map<String, String> options) {
+        return schema(OptionValues.flag(lowerCase(options), DIGESTS));
+    }
+
+    /** The rows' schema of this read. */
+    public StructType schema() {
+        return schema(digests);
+    }
+
+    private static StructType schema(boolean digests) {
+        return digests ? KafkaDigestPartitionReader.SCHEMA : KafkaRecordRows.SCHEMA;
+    }
+
+    private static Map<String, String> lowerCase(Map<String, String> options) {
+        Map<String, String> lower = new HashMap<>();
+        options.forEach((key, value) -> lower.put(key.toLowerCase(Locale.ROOT), value));
+        return lower;
     }
 
     /** The ranges and setting names, never the settings' values (they may hold secrets). */
@@ -76,7 +103,7 @@ public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kaf
     public String toString() {
         return "ReadOptions[" + groups.size() + " groups, " + groups.stream().mapToInt(List::size).sum()
                 + " ranges, kafka settings " + new java.util.TreeSet<>(kafka.keySet()) + ", pollTimeoutMs="
-                + pollTimeoutMs + ", timeoutMs=" + timeoutMs + "]";
+                + pollTimeoutMs + ", timeoutMs=" + timeoutMs + (digests ? ", digests" : "") + "]";
     }
 
     private static List<List<TopicRange>> groups(String json) {

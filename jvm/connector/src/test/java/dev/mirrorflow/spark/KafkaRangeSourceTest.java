@@ -100,6 +100,32 @@ class KafkaRangeSourceTest {
     }
 
     @Test
+    void aDigestsReadGivesThePartitionsSums() throws Exception {
+        KafkaRangeSource source = new KafkaRangeSource();
+        Map<String, String> given = new java.util.HashMap<>(OPTIONS);
+        given.put("Digests", "true");
+        CaseInsensitiveStringMap options = new CaseInsensitiveStringMap(given);
+        assertEquals(KafkaDigestPartitionReader.SCHEMA, source.inferSchema(options));
+        SupportsRead table = (SupportsRead) source.getTable(source.inferSchema(options), new Transform[0], given);
+        assertEquals(List.of("topic", "partition", "records", "xor", "xor_no_ts", "first", "last"),
+                java.util.Arrays.stream(table.columns()).map(Column::name).toList());
+        Scan scan = table.newScanBuilder(options).build();
+        assertEquals(KafkaDigestPartitionReader.SCHEMA, scan.readSchema());
+        assertEquals("mirrorflow-kafka [2 groups, 3 ranges, digests]", scan.description());
+        Batch batch = scan.toBatch();
+        PartitionReaderFactory factory = roundTrip(batch.createReaderFactory());
+        try (PartitionReader<InternalRow> reader = factory.createReader(batch.planInputPartitions()[1])) {
+            assertTrue(reader instanceof KafkaDigestPartitionReader);
+            assertFalse(reader.next());  // empty ranges: no partition had records
+        }
+        given.remove("Digests");
+        given.put("digests", "yes");
+        IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> source.getTable(KafkaRecordRows.SCHEMA, new Transform[0], given));
+        assertEquals("option 'digests' must be true or false, got 'yes'", e.getMessage());
+    }
+
+    @Test
     void badOptionsFailWhenTheTableIsAskedFor() {
         KafkaRangeSource source = new KafkaRangeSource();
         IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,

@@ -12,7 +12,11 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * producer settings (which win), then what correctness needs (which nothing overrides).
  *
  * <ul>
- *   <li>Defaults: {@code linger.ms=20}, {@code batch.size=1000000}, no compression (Kafka's
+ *   <li>Defaults: {@code linger.ms=20}, {@code batch.size=1000000} or, where less, the slot's
+ *       share of {@code buffer.memory} per remote partition (at least Kafka's 16 KiB default:
+ *       the producer takes a whole {@code batch.size} buffer for each partition's open batch,
+ *       so 2,500 partitions of a record each, at 1 MB a batch, waited for the 64 MiB pool to
+ *       drain dozens of times, and every buffer was a humongous object to G1), no compression (Kafka's
  *       and MirrorMaker 2's default: the Java producer, unlike librdkafka, sends a batch
  *       compressed even where that makes it larger, so a record at its topic's limit would be
  *       refused; the file's {@code <target>.producer.compression.type} sets one),
@@ -45,6 +49,10 @@ final class ProducerSettings {
      * took over 100 ms each, a fifth of a slot's 50,000 records' write (measured).
      */
     static final String RETRY_BACKOFF_MS = "10";
+    /** The largest batch the writer asks for by default. */
+    static final long BATCH_SIZE = 1_000_000;
+    /** The smallest: Kafka's default {@code batch.size}. */
+    static final long MIN_BATCH_SIZE = 16 * 1024;
 
     private ProducerSettings() {
     }
@@ -53,19 +61,20 @@ final class ProducerSettings {
      * The producer's settings.
      *
      * @param target          the target's producer settings, as given
-     * @param limits          the {@code max.message.bytes} of the slot's remote topics (0: unknown)
+     * @param limits          the {@code max.message.bytes} of each of the slot's remote partitions (0: unknown)
      * @param transactionalId the slot's id, or null for an idempotent producer without transactions
      */
     static Map<String, Object> of(Map<String, String> target, List<Long> limits, String transactionalId) {
         Map<String, Object> config = new HashMap<>();
         config.put(ProducerConfig.LINGER_MS_CONFIG, "20");
-        config.put(ProducerConfig.BATCH_SIZE_CONFIG, "1000000");
         config.put(ProducerConfig.BUFFER_MEMORY_CONFIG, String.valueOf(64L * 1024 * 1024));
         config.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, String.valueOf(16 * 1024 * 1024));
         config.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(TRANSACTION_TIMEOUT_MS));
         config.put(ProducerConfig.ENABLE_METRICS_PUSH_CONFIG, "false");
         config.put(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, RETRY_BACKOFF_MS);
         config.putAll(target);
+        config.putIfAbsent(ProducerConfig.BATCH_SIZE_CONFIG, String.valueOf(Math.min(BATCH_SIZE, Math.max(MIN_BATCH_SIZE,
+                number(config, ProducerConfig.BUFFER_MEMORY_CONFIG) / Math.max(1, limits.size())))));
         config.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
         config.put(ProducerConfig.ACKS_CONFIG, "all");
         config.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());

@@ -4,6 +4,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.function.Function;
@@ -56,6 +57,8 @@ public final class SlotWriter extends SlotTransactions {
     /** How long {@link #abort()} gives the producer to abort its transaction on its way out. */
     static final Duration ABORT_TIMEOUT = Duration.ofSeconds(10);
     private static final Duration CLOSE_TIMEOUT = Duration.ofSeconds(5);
+    /** How long {@link #open()} waits for the producer's metadata of the slot's topics ({@link MetadataWarmup}). */
+    private static final Duration METADATA_TIMEOUT = Duration.ofSeconds(30);
 
     private final Map<String, String> producerSettings;
     private final SourceLogStart logStart;
@@ -131,6 +134,7 @@ public final class SlotWriter extends SlotTransactions {
         producer = created;
         Map<TopicPartition, ResumePositions.Resume> resume;
         Consumer<byte[], byte[]> consumer;
+        Set<String> topics;
         try {
             consumer = clients.progressConsumer(config.progressGroup());
         } catch (KafkaException e) {
@@ -140,7 +144,7 @@ public final class SlotWriter extends SlotTransactions {
             group = consumer.groupMetadata();
             resume = ResumePositions.read(consumer, tasks.stream().map(WriteTask::remotePartition).toList(),
                     config.cluster() + " (" + config.targetServers() + ")");
-            TargetTopics.check(consumer, config, tasks, where());
+            topics = TargetTopics.check(consumer, config, tasks, where());
         } finally {
             try {
                 consumer.close(CloseOptions.timeout(CLOSE_TIMEOUT));
@@ -150,6 +154,7 @@ public final class SlotWriter extends SlotTransactions {
                 LOG.warn("closing the progress group's consumer: {}", e.toString());
             }
         }
+        MetadataWarmup.warm(producer, topics, METADATA_TIMEOUT);
         for (RangeState state : ranges.values()) {
             WriteTask t = state.task;
             state.next = Math.max(t.writtenUntil(), t.start());

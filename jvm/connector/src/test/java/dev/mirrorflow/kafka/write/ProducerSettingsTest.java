@@ -29,6 +29,16 @@ class ProducerSettingsTest {
     }
 
     @Test
+    void aSlotOfManyPartitionsBatchesItsShareOfTheBuffer() {
+        List<Long> limits = java.util.Collections.nCopies(2500, 1_048_588L);
+        assertEquals(String.valueOf(64L * 1024 * 1024 / 2500), ProducerSettings.of(Map.of(), limits, null)
+                .get("batch.size"));
+        assertEquals("16384", ProducerSettings.of(Map.of("buffer.memory", "1000000"), limits, null).get("batch.size"));
+        assertEquals("1000000", ProducerSettings.of(Map.of(), limits.subList(0, 8), null).get("batch.size"));
+        assertEquals("500000", ProducerSettings.of(Map.of("batch.size", "500000"), limits, null).get("batch.size"));
+    }
+
+    @Test
     void batchesFitTheSmallestLimitRequestsTheLargest() {
         Map<String, Object> config = ProducerSettings.of(Map.of("batch.size", "2000000"), List.of(0L, 50_000L, 2_000_000L),
                 null);

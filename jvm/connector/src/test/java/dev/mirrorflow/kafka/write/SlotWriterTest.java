@@ -149,8 +149,8 @@ class SlotWriterTest {
                 }
 
                 @Override
-                public List<PartitionInfo> partitionsFor(String topic, java.time.Duration timeout) {
-                    return consumer.partitionsFor(topic);
+                public Map<String, List<PartitionInfo>> listTopics(java.time.Duration timeout) {
+                    return consumer.listTopics();
                 }
             };
         }

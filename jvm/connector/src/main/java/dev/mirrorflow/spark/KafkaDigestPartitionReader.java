@@ -1,0 +1,76 @@
+package dev.mirrorflow.spark;
+
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+
+import dev.mirrorflow.digest.PartitionDigests;
+import dev.mirrorflow.kafka.read.TopicRange;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * One task's reader of a {@code digests} read: it reads its whole group of ranges with one
+ * consumer, as {@link KafkaRangePartitionReader} does, and gives a row per partition that had
+ * records, of {@link #SCHEMA}: the proof's sums of that partition ({@link PartitionDigests}).
+ */
+final class KafkaDigestPartitionReader implements PartitionReader<InternalRow> {
+
+    /** A row per partition read: {@code topic, partition, records, xor, xor_no_ts, first, last}. */
+    static final StructType SCHEMA = new StructType(new StructField[] {
+        DataTypes.createStructField("topic", DataTypes.StringType, false),
+        DataTypes.createStructField("partition", DataTypes.IntegerType, false),
+        DataTypes.createStructField("records", DataTypes.LongType, false),
+        DataTypes.createStructField("xor", DataTypes.LongType, false),
+        DataTypes.createStructField("xor_no_ts", DataTypes.LongType, false),
+        DataTypes.createStructField("first", DataTypes.LongType, false),
+        DataTypes.createStructField("last", DataTypes.LongType, false),
+    });
+
+    private final KafkaRangePartitionReader records;
+    private Iterator<Map.Entry<TopicPartition, PartitionDigests.Sums>> rows;
+    private InternalRow row;
+
+    KafkaDigestPartitionReader(List<TopicRange> ranges, Map<String, String> kafka, long pollTimeoutMs,
+                               long timeoutMs) {
+        records = new KafkaRangePartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs);
+    }
+
+    @Override
+    public boolean next() {
+        if (rows == null) {
+            PartitionDigests digests = new PartitionDigests();
+            ConsumerRecord<byte[], byte[]> record;
+            while ((record = records.nextRecord()) != null) {
+                digests.add(record);
+            }
+            rows = digests.sums().entrySet().iterator();
+        }
+        if (!rows.hasNext()) {
+            return false;
+        }
+        Map.Entry<TopicPartition, PartitionDigests.Sums> next = rows.next();
+        PartitionDigests.Sums sums = next.getValue();
+        row = new GenericInternalRow(new Object[] {
+            UTF8String.fromString(next.getKey().topic()), next.getKey().partition(), sums.records(), sums.xor(),
+            sums.xorNoTs(), sums.first(), sums.last()});
+        return true;
+    }
+
+    @Override
+    public InternalRow get() {
+        return row;
+    }
+
+    @Override
+    public void close() {
+        records.close();
+    }
+}
