@@ -199,14 +199,20 @@ def test_replication_factor_minus_one_is_the_brokers_default(two_clusters, tmp_p
 
 
 def test_ranges_are_dealt_to_write_slots_by_size_and_limit() -> None:
-    """Few large ranges get a slot each; many small ones share every slot evenly; a slot
-    keeps to one max.message.bytes while there is room; a plan keeps its slots through
-    JSON (every attempt writes a range with the same transactional id)."""
+    """Few large ranges get a slot each; many small ones share every slot evenly, a
+    topic's together where there is room; a slot keeps to one max.message.bytes while
+    there is room; a plan keeps its slots through JSON (every attempt writes a range with
+    the same transactional id)."""
     big = [Range("bench", p, 0, 250_000, "a.bench", 0) for p in range(8)]
     assert sorted(r.slot for r in deal(big, 8)) == list(range(8))
     small = [Range(f"t{i // 4}", i % 4, 10, 13, f"a.t{i // 4}", 0) for i in range(1000)]
     dealt = deal(small, 8)
     assert [sum(1 for r in dealt if r.slot == s) for s in range(8)] == [125] * 8
+    # A topic's partitions share a slot while it has room: the last 2 of 250 even out.
+    slots_of = {}
+    for r in dealt:
+        slots_of.setdefault(r.topic, set()).add(r.slot)
+    assert sorted(len(s) for s in slots_of.values()) == [1] * 248 + [4] * 2
     mixed = [Range("a", 0, 0, 100, "a.a", 0, 1_048_588), Range("b", 0, 0, 90, "a.b", 0, 4_194_304),
              Range("c", 0, 0, 80, "a.c", 0, 1_048_588), Range("d", 0, 0, 70, "a.d", 0, 4_194_304)]
     assert [r.slot for r in deal(mixed, 2)] == [0, 1, 0, 1]

@@ -238,9 +238,9 @@ def test_read_defaults_yield_to_the_clusters_own_settings() -> None:
     assert options["kafka.max.poll.records"] == "800"
     assert {k: options[f"kafka.{k}"] for k in (
         "receive.buffer.bytes", "fetch.max.wait.ms", "enable.metrics.push",
-        "auto.include.jmx.reporter")} == {
+        "metric.reporters")} == {
         "receive.buffer.bytes": "-1", "fetch.max.wait.ms": "0", "enable.metrics.push": "false",
-        "auto.include.jmx.reporter": "false"}
+        "metric.reporters": ""}
     plain = kafka_options(parse_config("clusters = a\na.bootstrap.servers = a:9092\n")
                           .cluster("a"))
     assert (plain["kafka.max.poll.records"], plain["kafka.max.partition.fetch.bytes"]) == (

@@ -178,39 +178,14 @@ def test_a_flows_runs_share_one_connect_session_across_processes(server, two_clu
     assert flow_session_url("sc://h:1/;session_id=x", "k", at) == "sc://h:1/;session_id=x"
 
 
-def test_the_package_is_shipped_once_per_session_and_new_code_is_a_new_session(
-        warm_spark, two_clusters, tmp_path: Path) -> None:
-    """A remote server's sessions get mirrorflow's code as an artifact. A flow's runs share
-    a session, and the server refuses an artifact again under its name with other bytes
-    (each zip is made afresh): the code goes once per session. Other code (an upgrade)
-    is another session, whose Python workers import it afresh."""
+def test_new_code_is_a_new_session(two_clusters, tmp_path: Path) -> None:
+    """A flow's runs share a session; other code (an upgrade) is another session, which
+    the code before it never configured."""
     import shutil
-    import zipfile
-
-    from pyspark.errors.exceptions.connect import SparkRuntimeException
 
     from mirrorflow.config.loader import load_config
-    from mirrorflow.spark.session import (
-        PACKAGE_DIR,
-        PACKAGE_MARK,
-        flow_session_key,
-        package_digest,
-        package_zip,
-        ship_package,
-    )
+    from mirrorflow.spark.session import PACKAGE_DIR, flow_session_key, package_digest
 
-    session = warm_spark
-    ship_package(session)
-    ship_package(session)  # the next run's: nothing sent again
-    assert session.conf.get(PACKAGE_MARK) == package_digest()
-    # What a second send would meet where its zip's bytes differ (a zip made afresh stores
-    # its files' times, to 2 s):
-    other = package_zip(tmp_path)
-    with zipfile.ZipFile(other, "a") as archive:
-        archive.writestr("mirrorflow/_later.py", "")
-    with pytest.raises(SparkRuntimeException, match=r"^\[ARTIFACT_ALREADY_EXISTS\] The "
-                       r"artifact pyfiles/mirrorflow\.zip already exists"):
-        session.addArtifacts(str(other), pyfile=True)
     same, upgraded = tmp_path / "same", tmp_path / "upgraded"
     for copy in (same, upgraded):
         shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))

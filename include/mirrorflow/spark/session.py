@@ -72,12 +72,12 @@ def flow_session_url(master: str, key: str, now: float | None = None) -> str:
     :func:`flow_session_key`) for the current :data:`SESSION_ROTATION_S` window, unless
     the URL names a session itself.
 
-    Each new Spark Connect session costs the server new Python workers, which import
-    pyarrow, confluent-kafka and mirrorflow afresh (about 2 CPU-seconds a run, measured,
-    and three processes left until the session expires), and the server's session
-    set-up. Every Airflow task and ``mirrorflow run`` is a process of its own, so without
-    a stable id each run would pay that; with it the runs of one flow (never two at once:
-    the flow's lease) reuse one session and its workers."""
+    Each new Spark Connect session costs the server its session set-up, and new Python
+    workers for whatever a session runs in Python (a user's record suite whose
+    expectations Great Expectations evaluates with a Python UDF; with the first, Python
+    writer this was about 2 CPU-seconds a run). Every Airflow task and ``mirrorflow run``
+    is a process of its own, so without a stable id each run would pay that; with it the
+    runs of one flow (never two at once: the flow's lease) reuse one session."""
     if "session_id=" in master:
         return master
     window = int((time.time() if now is None else now) // SESSION_ROTATION_S)
@@ -91,7 +91,9 @@ def flow_session_key(config: MirrorConfig, flow: FlowConfig) -> str:
     """A flow's session key: its name, its clusters' bootstrap servers (no secret: the
     session id is in the server's log), so that flows of two deployments that share a
     server and a flow name keep apart, and the digest of mirrorflow's code, so that after
-    an upgrade no run works in Python workers that imported the code before it."""
+    an upgrade no run works in a session the code before it configured. (No code of
+    mirrorflow's runs in a session's Python workers: its records are read, written and
+    summed in the JVM, so a remote server is sent no Python.)"""
     clusters = [config.cluster(alias).bootstrap_servers for alias in (flow.source, flow.target)]
     return json.dumps([flow.name, *clusters, package_digest()])
 
@@ -102,31 +104,9 @@ def connector_jars() -> list[str]:
     return jvm.connector_jars()
 
 
-# The session setting that records which code a session was given (ship_package).
-PACKAGE_MARK = "spark.mirrorflow.package"
-
-
-def ship_package(session) -> None:
-    """Give a Spark Connect session mirrorflow's code as a Python artifact, so that a
-    remote server's Python workers run this very version. (A server on this machine runs
-    this installation's code already; artifacts would cost it new Python workers for every
-    session: about a second per run.) Once per session: a flow's runs share theirs
-    (:func:`flow_session_url`), and the server refuses an artifact again under its name
-    with other bytes (``ARTIFACT_ALREADY_EXISTS``); other code is another session
-    (:func:`flow_session_key`)."""
-    import tempfile
-
-    digest = package_digest()
-    if session.conf.get(PACKAGE_MARK, None) == digest:
-        return
-    with tempfile.TemporaryDirectory(prefix="mirrorflow-artifact-") as work_dir:
-        session.addArtifacts(str(package_zip(Path(work_dir))), pyfile=True)
-    session.conf.set(PACKAGE_MARK, digest)
-
-
 @functools.lru_cache(maxsize=4)
 def package_digest(directory: Path = PACKAGE_DIR) -> str:
-    """A digest of the package's sources (the code a session's Python workers run)."""
+    """A digest of the package's sources (the code that configured a session)."""
     digest = hashlib.sha256()
     for path in sorted(directory.rglob("*.py")):
         digest.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes())
@@ -134,12 +114,12 @@ def package_digest(directory: Path = PACKAGE_DIR) -> str:
 
 
 def package_zip(directory: Path) -> Path:
-    """The mirrorflow package as a zip, for ``--py-files`` and Spark Connect artifacts, so
-    executors of any master have it. Each module goes with its bytecode for this Python
-    beside it (an unchecked hash-based ``.pyc``, which zipimport uses as it is: the zip is
-    made afresh for each job): from sources alone, the job's driver and every Python
-    worker compiled each module they imported. A Python of another version ignores the
-    bytecode and compiles the source."""
+    """The mirrorflow package as a zip, for ``--py-files``, so that a ``spark-submit``
+    job's driver has it on any master and deploy mode. Each module goes with its bytecode
+    for this Python beside it (an unchecked hash-based ``.pyc``, which zipimport uses as it
+    is: the zip is made afresh for each job): from sources alone, the job's driver compiled
+    each module it imported. A Python of another version ignores the bytecode and
+    compiles the source."""
     import py_compile
     import zipfile
 
@@ -166,12 +146,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def _on_this_machine(url: str) -> bool:
-    from urllib.parse import urlparse
-
-    return is_loopback(urlparse(url.split(";", 1)[0]).hostname or "")
 
 
 class SparkConnectUnavailableError(MirrorflowError):
@@ -212,8 +186,6 @@ def get_session(master: str, app_name: str = "mirrorflow", session_key: str | No
             log.info("the Spark Connect session of %s is closed; this run opens a new one",
                      url.split(";", 1)[0])
             session = _configured(master, may_be_closed=False)
-        if not _on_this_machine(master):
-            ship_package(session)
         return session
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in {**SPARK_CONF, "spark.jars": ",".join(connector_jars())}.items():

@@ -21,8 +21,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       compressed even where that makes it larger, so a record at its topic's limit would be
  *       refused; the file's {@code <target>.producer.compression.type} sets one),
  *       {@code buffer.memory} 64 MiB (what a write task holds in flight), {@code max.request.size}
- *       16 MiB, {@code transaction.timeout.ms=120000}; no client telemetry (KIP-714): a task's
- *       producer lives for one write.</li>
+ *       16 MiB, {@code transaction.timeout.ms=120000}; no client telemetry (KIP-714) and no
+ *       metrics reporter (Kafka 4's default registers every metric, per topic too, in JMX):
+ *       a task's producer lives for one write.</li>
  *   <li>Forced: {@code enable.idempotence=true} and {@code acks=all} (KIP-98: the broker drops a
  *       retried batch it already has, and transactions need both), the byte-array serializers,
  *       and the slot's {@code transactional.id} (or none, for the at-least-once fallback).</li>
@@ -71,6 +72,7 @@ final class ProducerSettings {
         config.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, String.valueOf(16 * 1024 * 1024));
         config.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(TRANSACTION_TIMEOUT_MS));
         config.put(ProducerConfig.ENABLE_METRICS_PUSH_CONFIG, "false");
+        config.put(ProducerConfig.METRIC_REPORTER_CLASSES_CONFIG, "");
         config.put(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, RETRY_BACKOFF_MS);
         config.putAll(target);
         config.putIfAbsent(ProducerConfig.BATCH_SIZE_CONFIG, String.valueOf(Math.min(BATCH_SIZE, Math.max(MIN_BATCH_SIZE,

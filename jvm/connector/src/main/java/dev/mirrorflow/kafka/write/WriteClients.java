@@ -57,6 +57,7 @@ public interface WriteClients {
                 config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
                 config.put(ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG, "false");
                 config.put(ConsumerConfig.ENABLE_METRICS_PUSH_CONFIG, "false");
+                config.putIfAbsent(ConsumerConfig.METRIC_REPORTER_CLASSES_CONFIG, "");
                 config.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
                 config.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
                 return new KafkaConsumer<>(config);
@@ -66,6 +67,7 @@ public interface WriteClients {
             public Admin admin() {
                 Map<String, Object> config = known(settings, AdminClientConfig.configNames());
                 config.put(AdminClientConfig.ENABLE_METRICS_PUSH_CONFIG, "false");
+                config.putIfAbsent(AdminClientConfig.METRIC_REPORTER_CLASSES_CONFIG, "");
                 return Admin.create(config);
             }
         };

@@ -20,6 +20,7 @@ class ProducerSettingsTest {
         assertEquals(null, config.get("compression.type"));  // Kafka's default: none
         assertEquals("120000", config.get("transaction.timeout.ms"));
         assertEquals("10", config.get("retry.backoff.ms"));
+        assertEquals("", config.get("metric.reporters"));  // no JMX MBeans per topic
         assertEquals("1000000", config.get("batch.size"));
         assertEquals(String.valueOf(16 * 1024 * 1024), config.get("max.request.size"));
         assertEquals("true", config.get("enable.idempotence"));
