@@ -399,7 +399,9 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
     config = load_config(config_path)
     flow = config.flow(flow_name)
     run_id = run_id or f"manual__{time.strftime('%Y%m%dT%H%M%S')}_{uuid.uuid4().hex[:6]}"
-    with FlowLease(config, flow, run_id):
+    # The run's steps share their descriptions of topic configs (plan, mirror and proof,
+    # seconds apart); what one of them alters is described again.
+    with FlowLease(config, flow, run_id), topic_sync.shared_descriptions():
         beat = heartbeats.emit(config, flow) if heartbeats.emits(config, flow) else None
         plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
                                  max_records=max_records)

@@ -139,8 +139,11 @@ def update(flow_name: str, summary: dict, counters: bool = True) -> Path:
 def render(values: dict[str, float], end: bool = True) -> str:
     """OpenMetrics text of ``{name{labels}: value}``, one family per metric."""
     lines = []
+    families: dict[str, list[tuple[str, float]]] = {}
+    for key, value in values.items():
+        families.setdefault(key.split("{", 1)[0], []).append((key, value))
     for name, metric in METRICS.items():
-        mine = sorted((k, v) for k, v in values.items() if k.split("{", 1)[0] == name)
+        mine = sorted(families.get(name, ()))
         if not mine:
             continue
         lines += [f"# TYPE {PREFIX}{name} {metric.kind}", f"# HELP {PREFIX}{name} {metric.help}"]

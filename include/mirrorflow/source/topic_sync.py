@@ -19,9 +19,11 @@ MM2's rules, matched (``MirrorSourceConnector`` in Apache Kafka 3.6+):
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,18 +153,48 @@ def foreign_writers(target: Iterable[TopicAcl], remote_topics: Iterable[str],
 # --------------------------------------------------------------------------- calls
 
 
+# Descriptions the steps of one job share (shared_descriptions), per (cluster, topic).
+_SHARED: contextvars.ContextVar[dict[tuple[str, str], dict] | None] = contextvars.ContextVar(
+    "shared_descriptions", default=None)
+
+
+@contextlib.contextmanager
+def shared_descriptions() -> Iterator[None]:
+    """Within this, a topic described once is not described again (unless altered here):
+    a job's mirror reads the remote topics' limits and its proof their timestamp type and
+    cleanup policy, seconds apart, and librdkafka gives every entry of every topic as a
+    Python object (about 0.2 ms a topic). Within an outer one, the outer one's."""
+    if _SHARED.get() is not None:
+        yield
+        return
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
 def describe_configs(cluster: ClusterConfig, topics: Iterable[str]) -> dict[str, dict]:
-    """Each topic's config entries, in one request. A topic a moment old may be unknown
+    """Each topic's config entries, in one request (within :func:`shared_descriptions`,
+    only of topics not described there yet). A topic a moment old may be unknown
     to the broker that answers (KRaft brokers learn of it from the metadata log a little
     after CreateTopics returns): such topics are asked again for up to
     ``ADMIN_TIMEOUT_S``."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import ConfigResource, ResourceType
 
-    wanted = list(topics)
+    shared = _SHARED.get()
+    if shared is None:
+        shared = {}
+    out, wanted = {}, []
+    for topic in topics:
+        known = shared.get((cluster.bootstrap_servers, topic))
+        if known is None:
+            wanted.append(topic)
+        else:
+            out[topic] = known
     admin = clients.admin_client(cluster) if wanted else None
     deadline = time.monotonic() + ADMIN_TIMEOUT_S
-    out = {}
     while wanted:
         futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in wanted],
                                          request_timeout=ADMIN_TIMEOUT_S)
@@ -183,6 +215,7 @@ def describe_configs(cluster: ClusterConfig, topics: Iterable[str]) -> dict[str,
         wanted = unknown
         if wanted:
             time.sleep(0.2)
+    shared.update({(cluster.bootstrap_servers, t): entries for t, entries in out.items()})
     return out
 
 
@@ -237,8 +270,10 @@ def alter_configs(cluster: ClusterConfig, changes: Mapping[str, Mapping[str, str
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+    shared = _SHARED.get() or {}
     resources = []
     for topic, entries in changes.items():
+        shared.pop((cluster.bootstrap_servers, topic), None)
         ops = [ConfigEntry(name, value or "",
                            incremental_operation=AlterConfigOpType.SET if value is not None
                            else AlterConfigOpType.DELETE)

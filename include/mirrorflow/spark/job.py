@@ -27,6 +27,7 @@ from mirrorflow.errors import MirrorflowError, described, error_named
 from mirrorflow.lease import FlowLease
 from mirrorflow.source.plan_records import Plan
 from mirrorflow.source.plan_store import PlanStore
+from mirrorflow.source.topic_sync import shared_descriptions
 
 if TYPE_CHECKING:
     from mirrorflow.quality.verdicts import Validation
@@ -57,7 +58,7 @@ def run_steps(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan,
     run_id = run_id or plan.run_id
     if "validate" in steps and plan.ranges:
         prepare_validation()
-    with FlowLease(config, flow, run_id):
+    with FlowLease(config, flow, run_id), shared_descriptions():
         # A cleared or re-run task of an older run finds its plan committed or superseded:
         # PlanNotPendingError, before a record moves (it would be written twice).
         store.require_pending(plan.plan_id)
