@@ -198,13 +198,13 @@ def compare(spark, config: MirrorConfig, flow: FlowConfig, ranges: list[RangeChe
     # Where no other flow writes, every target record is first taken as this flow's:
     # equal aggregates then prove that each one sits at a remote offset claimed for a
     # source record, so none lies outside the spans, without looking up each record's
-    # owner. Unequal partitions are compared again, exactly. Then (unless ids are mapped
-    # back) the reading tasks sum the target's records themselves: no row per record.
+    # owner. Unequal partitions are compared again, exactly. Then the reading tasks sum
+    # the target's records themselves (ids mapped back first): no row per record.
     assumed = not exact and all(not r.others for r in readable)
-    summed = bool(readable) and assumed and not schemas
+    summed = bool(readable) and assumed
     if summed:
         for key, counts in _target_sums(spark, config, flow, readable, no_timestamps,
-                                        split_records).items():
+                                        split_records, schemas).items():
             out.setdefault(key, Compared()).target = counts
     elif readable:
         sides.append(_target_side(spark, F, config, flow, readable, no_timestamps,
@@ -365,17 +365,22 @@ def _source_tail(spark, F, config, flow, ranges, remote_of, split):
         F.lit(False).alias("tombstone"))
 
 
-def _target_sums(spark, config, flow, regions, no_timestamps, split
-                 ) -> dict[tuple[str, int], Counts]:
-    """The target side of an assumed comparison (every record the flow's own, ids as
-    written), summed per partition by the tasks that read it (the range source's
-    ``digests``: the same digests and sums as :func:`_target_side` and :func:`compare`'s
-    SQL give, without a row per record or a shuffle). A partition read in pieces by
-    several tasks has a row from each."""
+def _target_sums(spark, config, flow, regions, no_timestamps, split,
+                 schemas: ProofView | None) -> dict[tuple[str, int], Counts]:
+    """The target side of an assumed comparison (every record the flow's own; a schema
+    transfer's ids mapped back to the source's), summed per partition by the tasks that
+    read it (the range source's ``digests``: the same digests and sums as
+    :func:`_target_side` and :func:`compare`'s SQL give, without a row per record or a
+    shuffle). A partition read in pieces by several tasks has a row from each."""
+    back: dict[str, dict[str, dict[str, int]]] = {}
+    for part, table in (schemas.back if schemas else {}).items():
+        for (topic, target_id), source_id in table.items():
+            back.setdefault(topic, {}).setdefault(part, {})[str(target_id)] = source_id
     sums: dict[tuple[str, int], list[int]] = {}
     for row in proof_read(spark, config.cluster(flow.target),
                           [(r.remote_topic, r.partition, r.start, r.end) for r in regions],
-                          split, "read_committed", flow=flow, digests=True).collect():
+                          split, "read_committed", flow=flow, digests=True,
+                          schema_ids=back).collect():
         key = (row["topic"], row["partition"])
         x = row["xor_no_ts"] if row["topic"] in no_timestamps else row["xor"]
         n, digest, first, last = sums.get(key, (0, 0, row["first"], row["last"]))
@@ -412,7 +417,8 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
 
 
 def proof_read(spark, cluster, ranges: list[tuple[str, int, int, int]], split: int | None,
-               isolation: str | None = None, *, flow: FlowConfig, digests: bool = False):
+               isolation: str | None = None, *, flow: FlowConfig, digests: bool = False,
+               schema_ids: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None):
     """The records of ``ranges`` in as many Spark tasks (each one consumer) as the flow
     writes such ranges in (:func:`~mirrorflow.source.plan_records.write_slots`), or one
     per ``split`` records where that is more (the comparison aggregates; order is moot).
@@ -420,7 +426,8 @@ def proof_read(spark, cluster, ranges: list[tuple[str, int, int, int]], split: i
     3 records on 2 cores checked in 9.3 s as 1,000 tasks, 4.0 s as 64, 2.9 s as 8."""
     sizes = [end - start for *_, start, end in ranges]
     tasks = read_tasks(sizes, write_slots(flow, sizes), split)
-    return read_groups(spark, cluster, grouped(ranges, tasks, split), isolation, digests)
+    return read_groups(spark, cluster, grouped(ranges, tasks, split), isolation, digests,
+                       schema_ids)
 
 
 def _lookup(spark, F, frame, intervals: list[tuple], kind: str, more: str = ""):

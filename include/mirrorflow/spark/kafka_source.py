@@ -25,7 +25,7 @@ check name the range.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from mirrorflow.config.model import ClusterConfig
 from mirrorflow.errors import MirrorflowError
@@ -75,15 +75,18 @@ def kafka_options(cluster: ClusterConfig, isolation: str | None = None) -> dict[
 
 
 def read_groups(spark, cluster: ClusterConfig, groups: Sequence[Sequence[OffsetRange]],
-                isolation: str | None = None, digests: bool = False):
+                isolation: str | None = None, digests: bool = False,
+                schema_ids: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None):
     """A DataFrame of every record of the ranges of ``groups``: a Spark task per group,
     each reading its ranges (one per partition) with one consumer. With ``digests``, a row
     per partition a task read records of instead, with the proof's sums of them
     (``topic, partition, records, xor, xor_no_ts, first, last``:
-    :mod:`mirrorflow.quality.compare`), computed in the task."""
+    :mod:`mirrorflow.quality.compare`), computed in the task, each record's schema ids
+    mapped by ``schema_ids`` first (``{topic: {part: {id: id}}}``; an id it lacks stays)."""
     return (spark.read.format(FORMAT).options(**kafka_options(cluster, isolation))
             .option("ranges", json.dumps([[list(r) for r in group] for group in groups]))
             .option("digests", str(digests).lower())
+            .option("schemaIds", json.dumps(schema_ids or {}))
             .load())
 
 

@@ -5,7 +5,6 @@ import java.util.Map;
 
 import dev.mirrorflow.kafka.write.SourceDigest;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.common.header.Header;
 
 /**
  * The proof's source-side aggregates of one range, from the records as written (Python
@@ -19,11 +18,7 @@ public final class RangeDigest implements SourceDigest {
 
     private final long start;
     private final boolean withHeaders;
-    private long records;
-    private long xor;
-    private long xorNoTs;
-    private long first = Long.MAX_VALUE;
-    private long last = Long.MIN_VALUE;
+    private final DigestSums sums = new DigestSums();
     private long nextUpstream;
     private boolean usable = true;
 
@@ -60,10 +55,8 @@ public final class RangeDigest implements SourceDigest {
         if (!usable) {
             return;
         }
-        Header[] headers = record.headers().toArray();
-        long digest = RecordDigest.withoutTimestamp(record.key(), record.value(),
-                headers.length == 0 ? null : headers, withHeaders);
-        add(record.offset(), downstream, digest, timestampMs * 1000);
+        add(record.offset(), downstream, RecordDigest.withoutTimestamp(record.key(), record.value(),
+                RecordDigest.headers(record), withHeaders), timestampMs * 1000);
     }
 
     /**
@@ -78,26 +71,22 @@ public final class RangeDigest implements SourceDigest {
             usable = false;
             return;
         }
-        records++;
-        xor ^= RecordDigest.placement(RecordDigest.withTimestamp(digestNoTs, timestampMicros), downstream);
-        xorNoTs ^= RecordDigest.placement(digestNoTs, downstream);
-        first = Math.min(first, downstream);
-        last = Math.max(last, downstream);
+        sums.add(digestNoTs, timestampMicros, downstream);
         nextUpstream = upstream + 1;
     }
 
     /** {@code {records, xor, xor_no_ts, first, last}} when every offset of {@code [start, end)} was added; else null. */
     @Override
     public Map<String, Long> summary(long end) {
-        if (!usable || nextUpstream != end || records == 0) {
+        if (!usable || nextUpstream != end || sums.records() == 0) {
             return null;
         }
         Map<String, Long> out = new LinkedHashMap<>();
-        out.put("records", records);
-        out.put("xor", xor);
-        out.put("xor_no_ts", xorNoTs);
-        out.put("first", first);
-        out.put("last", last);
+        out.put("records", sums.records());
+        out.put("xor", sums.xor());
+        out.put("xor_no_ts", sums.xorNoTs());
+        out.put("first", sums.first());
+        out.put("last", sums.last());
         return out;
     }
 

@@ -1,5 +1,6 @@
 package dev.mirrorflow.digest;
 
+import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.header.Header;
 import org.apache.spark.sql.catalyst.expressions.XXH64;
 import org.apache.spark.unsafe.Platform;
@@ -49,6 +50,12 @@ public final class RecordDigest {
         hash = XXH64.hashInt(key == null ? 1 : 0, hash);
         hash = XXH64.hashInt(value == null ? 1 : 0, hash);
         return XXH64.hashInt(noHeaders ? 1 : 0, hash);
+    }
+
+    /** A record's headers as the headers column holds them: null for none, as Spark's Kafka source gives them. */
+    public static Header[] headers(ConsumerRecord<?, ?> record) {
+        Header[] headers = record.headers().toArray();
+        return headers.length == 0 ? null : headers;
     }
 
     /** The digest with the timestamp, from the one without it. */

@@ -4,8 +4,10 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 
+import dev.mirrorflow.digest.DigestSums;
 import dev.mirrorflow.digest.PartitionDigests;
 import dev.mirrorflow.kafka.read.TopicRange;
+import dev.mirrorflow.kafka.write.SchemaIds;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -35,18 +37,20 @@ final class KafkaDigestPartitionReader implements PartitionReader<InternalRow> {
     });
 
     private final KafkaRangePartitionReader records;
-    private Iterator<Map.Entry<TopicPartition, PartitionDigests.Sums>> rows;
+    private final SchemaIds ids;
+    private Iterator<Map.Entry<TopicPartition, DigestSums>> rows;
     private InternalRow row;
 
     KafkaDigestPartitionReader(List<TopicRange> ranges, Map<String, String> kafka, long pollTimeoutMs,
-                               long timeoutMs) {
+                               long timeoutMs, SchemaIds ids) {
         records = new KafkaRangePartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs);
+        this.ids = ids;
     }
 
     @Override
     public boolean next() {
         if (rows == null) {
-            PartitionDigests digests = new PartitionDigests();
+            PartitionDigests digests = new PartitionDigests(ids);
             ConsumerRecord<byte[], byte[]> record;
             while ((record = records.nextRecord()) != null) {
                 digests.add(record);
@@ -56,8 +60,8 @@ final class KafkaDigestPartitionReader implements PartitionReader<InternalRow> {
         if (!rows.hasNext()) {
             return false;
         }
-        Map.Entry<TopicPartition, PartitionDigests.Sums> next = rows.next();
-        PartitionDigests.Sums sums = next.getValue();
+        Map.Entry<TopicPartition, DigestSums> next = rows.next();
+        DigestSums sums = next.getValue();
         row = new GenericInternalRow(new Object[] {
             UTF8String.fromString(next.getKey().topic()), next.getKey().partition(), sums.records(), sums.xor(),
             sums.xorNoTs(), sums.first(), sums.last()});

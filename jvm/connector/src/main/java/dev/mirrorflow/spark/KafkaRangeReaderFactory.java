@@ -5,6 +5,7 @@ import java.util.List;
 import java.util.Map;
 
 import dev.mirrorflow.kafka.read.TopicRange;
+import dev.mirrorflow.kafka.write.SchemaIds;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
@@ -21,9 +22,13 @@ final class KafkaRangeReaderFactory implements PartitionReaderFactory {
     private final HashMap<String, String> kafka;
     private final long pollTimeoutMs;
     private final long timeoutMs;
-    private final boolean digests;
+    private final SchemaIds digests;
 
-    KafkaRangeReaderFactory(Map<String, String> kafka, long pollTimeoutMs, long timeoutMs, boolean digests) {
+    /**
+     * @param digests null for a read of records; for a digests read, the ids it maps
+     *                ({@link SchemaIds#NONE} for none)
+     */
+    KafkaRangeReaderFactory(Map<String, String> kafka, long pollTimeoutMs, long timeoutMs, SchemaIds digests) {
         this.kafka = new HashMap<>(kafka);
         this.pollTimeoutMs = pollTimeoutMs;
         this.timeoutMs = timeoutMs;
@@ -33,7 +38,7 @@ final class KafkaRangeReaderFactory implements PartitionReaderFactory {
     @Override
     public PartitionReader<InternalRow> createReader(InputPartition partition) {
         List<TopicRange> ranges = ((RangeGroupPartition) partition).ranges();
-        return digests ? new KafkaDigestPartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs)
+        return digests != null ? new KafkaDigestPartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs, digests)
                 : new KafkaRangePartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs);
     }
 }

@@ -59,6 +59,6 @@ final class KafkaRangeScan implements ScanBuilder, Scan, Batch {
     @Override
     public PartitionReaderFactory createReaderFactory() {
         return new KafkaRangeReaderFactory(options.kafka(), options.pollTimeoutMs(), options.timeoutMs(),
-                options.digests());
+                options.digests() ? options.schemaIds() : null);
     }
 }

@@ -87,7 +87,7 @@ public record MirrorOptions(List<SlotPartition> slots, Map<String, String> sourc
             throw new IllegalArgumentException("option 'source.kafka.*' has a bad consumer setting: "
                     + RangeReadException.oneLine(e.getMessage()), e);
         }
-        SchemaIds schemaIds = SchemaIds.parse(lower.get("schemaids"), flag(lower, "dropHeaders", false));
+        SchemaIds schemaIds = SchemaIds.parse(lower.get("schemaids"), OptionValues.flag(lower, "dropHeaders", false));
         List<SlotPartition> slots = WriteTasksJson.parse(lower.get("tasks"));
         WriteTask first = slots.isEmpty() ? null : slots.get(0).tasks().get(0);
         String sourceAlias = text(lower, "sourceAlias", first == null ? "" : first.sourceAlias());
@@ -97,7 +97,7 @@ public record MirrorOptions(List<SlotPartition> slots, Map<String, String> sourc
                 text(lower, "progressGroup", WriterConfig.progressGroup(sourceAlias)),
                 OptionValues.positive(lower, "chunkBytes", WriterConfig.DEFAULT_CHUNK_BYTES, "a whole number of bytes"), schemaIds);
         return new MirrorOptions(slots, Map.copyOf(source), Map.copyOf(target), writer,
-                flag(lower, "digestHeaders", true),
+                OptionValues.flag(lower, "digestHeaders", true),
                 OptionValues.positive(lower, "pollTimeoutMs", 1000, "a whole number of milliseconds"),
                 OptionValues.positive(lower, "timeoutMs", 120_000, "a whole number of milliseconds"));
     }
@@ -121,18 +121,6 @@ public record MirrorOptions(List<SlotPartition> slots, Map<String, String> sourc
         return value.strip();
     }
 
-    private static boolean flag(Map<String, String> lower, String name, boolean otherwise) {
-        String value = lower.get(name.toLowerCase(Locale.ROOT));
-        if (value == null) {
-            return otherwise;
-        }
-        return switch (value.strip().toLowerCase(Locale.ROOT)) {
-            case "true" -> true;
-            case "false" -> false;
-            default -> throw new IllegalArgumentException("option '" + name + "' must be true or false, got '"
-                    + RangeReadException.oneLine(value) + "'");
-        };
-    }
 
 
 }

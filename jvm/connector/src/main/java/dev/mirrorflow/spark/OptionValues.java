@@ -54,17 +54,18 @@ final class OptionValues {
                 + RangeReadException.oneLine(text) + "'");
     }
 
-    /** Option {@code name} (names are case-insensitive), {@code true} or {@code false}; false when not given. */
-    static boolean flag(Map<String, String> lower, String name) {
-        String text = lower.get(name.toLowerCase(Locale.ROOT));
-        if (text == null || text.strip().equalsIgnoreCase("false")) {
-            return false;
+    /** Option {@code name} (names are case-insensitive), {@code true} or {@code false}; {@code otherwise} when not given. */
+    static boolean flag(Map<String, String> lower, String name, boolean otherwise) {
+        String value = lower.get(name.toLowerCase(Locale.ROOT));
+        if (value == null) {
+            return otherwise;
         }
-        if (text.strip().equalsIgnoreCase("true")) {
-            return true;
-        }
-        throw new IllegalArgumentException("option '" + name + "' must be true or false, got '"
-                + RangeReadException.oneLine(text) + "'");
+        return switch (value.strip().toLowerCase(Locale.ROOT)) {
+            case "true" -> true;
+            case "false" -> false;
+            default -> throw new IllegalArgumentException("option '" + name + "' must be true or false, got '"
+                    + RangeReadException.oneLine(value) + "'");
+        };
     }
 
     /** A JSON value as a message quotes it: at most 120 characters. */

@@ -13,6 +13,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import dev.mirrorflow.kafka.read.RangeConsumers;
 import dev.mirrorflow.kafka.read.RangeReadException;
 import dev.mirrorflow.kafka.read.TopicRange;
+import dev.mirrorflow.kafka.write.SchemaIds;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.TopicPartition;
@@ -34,7 +35,9 @@ import org.apache.spark.sql.types.StructType;
  *       {@link dev.mirrorflow.kafka.read.RangeReader}.</li>
  *   <li>{@code digests} ({@code true} or {@code false}, the default): rows of the proof's sums
  *       per partition read ({@link KafkaDigestPartitionReader#SCHEMA}) instead of a row per
- *       record.</li>
+ *       record; with {@code schemaIds} (the JSON table of the mirror's option of that name:
+ *       topic, part, id to id) each record's schema ids are mapped before it is digested
+ *       ({@link SchemaIds#mapped}).</li>
  * </ul>
  * Option names are case-insensitive, as Spark's are.
  *
@@ -43,9 +46,10 @@ import org.apache.spark.sql.types.StructType;
  * @param pollTimeoutMs the longest one poll waits
  * @param timeoutMs     the longest a reader waits with no range advancing
  * @param digests       whether a row is a partition's sums, not a record
+ * @param schemaIds     the ids a digests read maps ({@link SchemaIds#NONE} for none)
  */
 public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kafka, long pollTimeoutMs,
-                          long timeoutMs, boolean digests) implements Serializable {
+                          long timeoutMs, boolean digests, SchemaIds schemaIds) implements Serializable {
 
     private static final long serialVersionUID = 1L;
     private static final String PREFIX = "kafka.";
@@ -75,12 +79,12 @@ public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kaf
         }
         return new ReadOptions(groups(lower.get("ranges")), kafka, OptionValues.positive(lower, "pollTimeoutMs", 1000, "a whole number of milliseconds"),
                 OptionValues.positive(lower, "timeoutMs", 120_000, "a whole number of milliseconds"),
-                OptionValues.flag(lower, DIGESTS));
+                OptionValues.flag(lower, DIGESTS, false), SchemaIds.parse(lower.get("schemaids"), false));
     }
 
     /** The rows' schema a read with {@code options} gives (Spark asks before the options are parsed). */
     public static StructType schema(Map<String, String> options) {
-        return schema(OptionValues.flag(lowerCase(options), DIGESTS));
+        return schema(OptionValues.flag(lowerCase(options), DIGESTS, false));
     }
 
     /** The rows' schema of this read. */

@@ -27,7 +27,7 @@ class PartitionDigestsTest {
                 record("a.orders", 0, 7, 1_000, "k".getBytes(), "v".getBytes()),
                 record("a.orders", 1, 3, 2_000, null, "w".getBytes(), new RecordHeader("h", "x".getBytes())),
                 record("a.orders", 0, 9, 3_000, "k".getBytes(), null));
-        PartitionDigests digests = new PartitionDigests();
+        PartitionDigests digests = new PartitionDigests(dev.mirrorflow.kafka.write.SchemaIds.NONE);
         records.forEach(digests::add);
 
         long xor = 0;
@@ -37,13 +37,13 @@ class PartitionDigestsTest {
             xor ^= RecordDigest.placement(RecordDigest.withTimestamp(noTs, r.timestamp() * 1000), r.offset());
             xorNoTs ^= RecordDigest.placement(noTs, r.offset());
         }
-        PartitionDigests.Sums first = digests.sums().get(new TopicPartition("a.orders", 0));
+        DigestSums first = digests.sums().get(new TopicPartition("a.orders", 0));
         assertEquals(List.of(2L, xor, xorNoTs, 7L, 9L),
                 List.of(first.records(), first.xor(), first.xorNoTs(), first.first(), first.last()));
 
         ConsumerRecord<byte[], byte[]> r = records.get(1);
         long noTs = RecordDigest.withoutTimestamp(null, r.value(), r.headers().toArray(), true);
-        PartitionDigests.Sums second = digests.sums().get(new TopicPartition("a.orders", 1));
+        DigestSums second = digests.sums().get(new TopicPartition("a.orders", 1));
         assertEquals(List.of(1L, RecordDigest.placement(RecordDigest.withTimestamp(noTs, 2_000_000), 3),
                         RecordDigest.placement(noTs, 3), 3L, 3L),
                 List.of(second.records(), second.xor(), second.xorNoTs(), second.first(), second.last()));

@@ -90,9 +90,33 @@ public final class SchemaIds implements Serializable {
         return dropHeaders || record.headers().toArray().length == 0 ? null : record.headers();
     }
 
+    /**
+     * {@code data}, the {@code part} of a record of {@code topic}, with its schema id replaced
+     * where the table has it, else as it is (the proof's view of a target record, its target id
+     * mapped back to the source's: Python's {@code schema.wire.rewrite_sql}).
+     */
+    public byte[] mapped(String topic, String part, byte[] data) {
+        Map<Integer, Integer> ids = table.getOrDefault(topic, Map.of()).get(part);
+        if (ids == null || !isWire(data)) {
+            return data;
+        }
+        Integer mapped = ids.get(ByteBuffer.wrap(data, 1, 4).getInt());
+        return mapped == null ? data : withId(data, mapped);
+    }
+
+    private static boolean isWire(byte[] data) {
+        return data != null && data.length >= HEADER && data[0] == 0;
+    }
+
+    private static byte[] withId(byte[] data, int id) {
+        byte[] out = data.clone();
+        ByteBuffer.wrap(out, 1, 4).putInt(id);
+        return out;
+    }
+
     private byte[] rewrite(WriteTask task, String part, byte[] data, ConsumerRecord<byte[], byte[]> record) {
         Map<Integer, Integer> ids = table.getOrDefault(task.remoteTopic(), Map.of()).get(part);
-        if (ids == null || data == null || data.length < HEADER || data[0] != 0) {
+        if (ids == null || !isWire(data)) {
             return data;
         }
         int source = ByteBuffer.wrap(data, 1, 4).getInt();
@@ -103,8 +127,6 @@ public final class SchemaIds implements Serializable {
                     + "target registry (the driver mapped the ids it found in the planned ranges); nothing from it on "
                     + "is written");
         }
-        byte[] out = data.clone();
-        ByteBuffer.wrap(out, 1, 4).putInt(target);
-        return out;
+        return withId(data, target);
     }
 }

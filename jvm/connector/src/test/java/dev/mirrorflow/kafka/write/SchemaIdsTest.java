@@ -52,6 +52,19 @@ class SchemaIdsTest {
     }
 
     @Test
+    void theProofMapsWhatTheTableHasAndLeavesTheRestAsItIs() {
+        SchemaIds back = SchemaIds.parse("{\"a.orders\": {\"value\": {\"1001\": 7}}}", false);
+        byte[] mapped = new byte[] {0, 0, 0, 3, (byte) 0xe9, 42};  // id 1001
+        assertArrayEquals(new byte[] {0, 0, 0, 0, 7, 42},
+                back.mapped("a.orders", "value", mapped));
+        byte[] unknown = new byte[] {0, 0, 0, 0, 9, 42};
+        assertSame(unknown, back.mapped("a.orders", "value", unknown));
+        assertSame(mapped, back.mapped("a.orders", "key", mapped));
+        assertSame(mapped, back.mapped("b.orders", "value", mapped));
+        assertNull(back.mapped("a.orders", "value", null));
+    }
+
+    @Test
     void anIdTheDriverDidNotMapIsRefusedNamingTheRecord() {
         SchemaIds ids = SchemaIds.parse("{\"a.orders\": {\"value\": {\"7\": 1001}}}", false);
         WriteException e = assertThrows(WriteException.class,
