@@ -112,6 +112,7 @@ def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[st
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):
                     raise PlanError(f"cannot create remote topic {name!r} on cluster "
                                     f"{flow.target!r}: {exc}") from None
+                existed.add(name)  # created meanwhile by another: it may hold records
     log.info("created %d remote topics on %s: %s", len(missing), flow.target,
              _listed([remote[t] for t in missing]))
     return remote, existed
