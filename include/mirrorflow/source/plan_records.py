@@ -69,6 +69,15 @@ def write_slots(flow: FlowConfig, sizes: list[int]) -> int:
     return min(flow.get("mirrorflow.write.tasks"), wanted)
 
 
+def least_loaded(candidates: list[int], loads: list[int], held: list[set[str]], topic: str,
+                 size: int, share: int) -> int:
+    """Of ``candidates`` (indexes into ``loads`` and ``held``, each one's topics), one that
+    holds ``topic`` already while ``size`` more keeps it within ``share``; else the least
+    loaded (the lowest index of equals)."""
+    sticky = [c for c in candidates if topic in held[c] and loads[c] + size <= share]
+    return min(sticky or candidates, key=lambda c: (loads[c], c))
+
+
 def deal(ranges: list[Range], slots: int) -> list[Range]:
     """The ranges dealt out to ``slots`` write slots, largest first to the least loaded
     (so a few large ranges get a task each, and many small ones share few). A range goes
@@ -87,8 +96,7 @@ def deal(ranges: list[Range], slots: int) -> list[Range]:
         limit, size, topic = out[i].max_message_bytes, out[i].size, out[i].topic
         fits = [s for s in range(slots) if limits[s] is unset or limits[s] == limit] \
             or list(range(slots))
-        sticky = [s for s in fits if topic in held[s] and loads[s] + size <= share]
-        slot = min(sticky or fits, key=lambda s: (loads[s], s))
+        slot = least_loaded(fits, loads, held, topic, size, share)
         limits[slot] = limit if limits[slot] is unset else limits[slot]
         loads[slot] += size
         held[slot].add(topic)

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from mirrorflow.config.model import ClusterConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
+from mirrorflow.source.plan_records import least_loaded
 
 FORMAT = "mirrorflow-kafka"
 # Settings the range source sets itself (RangeConsumers): it assigns, never joins a group.
@@ -117,8 +118,7 @@ def grouped(ranges: Iterable[OffsetRange], tasks: int,
             held.append(set())
             topics.append(set())
             free = [len(groups) - 1]
-        sticky = [g for g in free if piece[0] in topics[g] and loads[g] + size <= share]
-        g = min(sticky or free, key=lambda g: (loads[g], g))
+        g = least_loaded(free, loads, topics, piece[0], size, share)
         groups[g].append(piece)
         held[g].add(piece[:2])
         topics[g].add(piece[0])

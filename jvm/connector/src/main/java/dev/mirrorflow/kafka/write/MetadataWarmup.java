@@ -1,12 +1,9 @@
 package dev.mirrorflow.kafka.write;
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.Collection;
-import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -45,19 +42,14 @@ final class MetadataWarmup {
             return thread;
         });
         try {
-            List<Future<?>> asked = new ArrayList<>(topics.size());
-            for (String topic : topics) {
-                asked.add(pool.submit(() -> producer.partitionsFor(topic)));
-            }
+            topics.forEach(topic -> pool.submit(() -> producer.partitionsFor(topic)));
             pool.shutdown();
-            if (!pool.awaitTermination(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
-                asked.forEach(f -> f.cancel(true));
-            }
+            pool.awaitTermination(timeout.toMillis(), TimeUnit.MILLISECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new InterruptException(e);
         } finally {
-            pool.shutdownNow();
+            pool.shutdownNow();  // what is still asking, after the timeout, is interrupted
         }
     }
 }
