@@ -46,23 +46,19 @@ public final class RangeDigest implements SourceDigest {
     }
 
     /**
-     * One committed record as the writer wrote it: the digest of its key, value and headers (a
-     * record without headers has a null headers column, as Spark's Kafka source gives it), its
-     * timestamp as written.
+     * A record's digest without its timestamp, of its key, value and headers (a record without
+     * headers has a null headers column, as Spark's Kafka source gives it).
      */
     @Override
-    public void add(ConsumerRecord<byte[], byte[]> record, long downstream, long timestampMs) {
-        if (!usable) {
-            return;
-        }
-        add(record.offset(), downstream, RecordDigest.withoutTimestamp(record.key(), record.value(),
-                RecordDigest.headers(record), withHeaders), timestampMs * 1000);
+    public long hash(ConsumerRecord<byte[], byte[]> record) {
+        return RecordDigest.withoutTimestamp(record.key(), record.value(), RecordDigest.headers(record), withHeaders);
     }
 
     /**
      * One committed record: its upstream offset, its remote offset (where its span's syncs put
      * it), its digest without the timestamp and its timestamp as written, in microseconds.
      */
+    @Override
     public void add(long upstream, long downstream, long digestNoTs, long timestampMicros) {
         if (!usable) {
             return;

@@ -78,21 +78,8 @@ final class MirrorPartitionReader implements PartitionReader<InternalRow> {
         if (ranges.stream().allMatch(TopicRange::isEmpty)) {
             return List.of();
         }
-        KafkaConsumer<byte[], byte[]> consumer;
-        try {
-            consumer = RangeConsumers.open(options.source());
-        } catch (KafkaException e) {
-            throw new RangeReadException("opening a consumer for write slot " + slot.slot() + " failed: "
-                    + e.getClass().getName() + ": " + e.getMessage()
-                    + (e.getCause() == null ? "" : " (" + e.getCause() + ")"), e);
-        }
-        RangeReader reader;
-        try {
-            reader = new RangeReader(consumer, ranges, options.pollTimeoutMs(), options.timeoutMs());
-        } catch (RuntimeException e) {
-            consumer.close(CloseOptions.timeout(Duration.ZERO));
-            throw e;
-        }
+        KafkaConsumer<byte[], byte[]> consumer = consumer();
+        RangeReader reader = reader(consumer, ranges);
         SourceLogStart logStart = (topic, partition) -> {
             TopicPartition tp = new TopicPartition(topic, partition);
             Long start = consumer.beginningOffsets(List.of(tp), LOG_START_TIMEOUT).get(tp);
@@ -104,7 +91,8 @@ final class MirrorPartitionReader implements PartitionReader<InternalRow> {
         };
         boolean digestHeaders = options.digestHeaders();
         SlotWriter writer = new SlotWriter(slot.tasks(), options.writer(), options.target(),
-                WriteClients.kafka(options.target()), logStart, task -> new RangeDigest(task.start(), digestHeaders));
+                WriteClients.kafka(options.target()), logStart, this::readAgain,
+                task -> new RangeDigest(task.start(), digestHeaders));
         long began = System.nanoTime();
         long reading = 0;
         long records = 0;
@@ -143,5 +131,37 @@ final class MirrorPartitionReader implements PartitionReader<InternalRow> {
                 reader.close();
             }
         }
+    }
+
+    /** A new consumer of the source. */
+    private KafkaConsumer<byte[], byte[]> consumer() {
+        try {
+            return RangeConsumers.open(options.source());
+        } catch (KafkaException e) {
+            throw new RangeReadException("opening a consumer for write slot " + slot.slot() + " failed: "
+                    + e.getClass().getName() + ": " + e.getMessage()
+                    + (e.getCause() == null ? "" : " (" + e.getCause() + ")"), e);
+        }
+    }
+
+    /** A reader of {@code ranges} with {@code consumer}, which it closes (at once when it cannot start). */
+    private RangeReader reader(KafkaConsumer<byte[], byte[]> consumer, List<TopicRange> ranges) {
+        try {
+            return new RangeReader(consumer, ranges, options.pollTimeoutMs(), options.timeoutMs());
+        } catch (RuntimeException e) {
+            consumer.close(CloseOptions.timeout(Duration.ZERO));
+            throw e;
+        }
+    }
+
+    /** Records of one source partition read again, with a consumer of their own, for a transaction written again. */
+    private List<ConsumerRecord<byte[], byte[]>> readAgain(String topic, int partition, long from, long to) {
+        List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
+        try (RangeReader again = reader(consumer(), List.of(new TopicRange(topic, partition, from, to + 1)))) {
+            for (ConsumerRecord<byte[], byte[]> record = again.next(); record != null; record = again.next()) {
+                out.add(record);
+            }
+        }
+        return out;
     }
 }

@@ -96,11 +96,12 @@ class RecordDigestTest {
         Pin plain = PINS[0];
         Pin withHeaders = PINS[4];
         RangeDigest digest = new RangeDigest(0, true);
-        digest.add(new ConsumerRecord<>("t", 0, 0, 1_700_000_000_123L, TimestampType.CREATE_TIME, 1, 1, plain.key(),
-                plain.value(), new RecordHeaders(), Optional.empty()), 17, 1_700_000_000_123L);
-        digest.add(new ConsumerRecord<>("t", 0, 1, 1_700_000_000_123L, TimestampType.CREATE_TIME, 1, 1,
-                withHeaders.key(), withHeaders.value(), new RecordHeaders(withHeaders.headers()), Optional.empty()),
-                18, 1_700_000_000_123L);
+        long micros = 1_700_000_000_123_000L;
+        digest.add(0, 17, digest.hash(new ConsumerRecord<>("t", 0, 0, 1_700_000_000_123L, TimestampType.CREATE_TIME, 1,
+                1, plain.key(), plain.value(), new RecordHeaders(), Optional.empty())), micros);
+        digest.add(1, 18, digest.hash(new ConsumerRecord<>("t", 0, 1, 1_700_000_000_123L, TimestampType.CREATE_TIME, 1,
+                1, withHeaders.key(), withHeaders.value(), new RecordHeaders(withHeaders.headers()), Optional.empty())),
+                micros);
         long xor = plain.placed17() ^ RecordDigest.placement(withHeaders.withTs(), 18);
         long xorNoTs = RecordDigest.placement(plain.noTs(), 17) ^ RecordDigest.placement(withHeaders.noTs(), 18);
         assertEquals(xor, digest.summary(2).get("xor"));

@@ -88,7 +88,7 @@ final class RangeState {
                 return null;
             }
             for (int i = 0; i < offsets.length; i++, at++) {
-                upstream[at] = slice.records.get(i).offset();
+                upstream[at] = slice.upstream(i);
                 downstream[at] = offsets[i];
             }
         }
@@ -105,11 +105,9 @@ final class RangeState {
 
     /** Feeds a committed slice to the proof's aggregates, each record where {@code syncs} put it. */
     private void addDigests(Slice slice, List<Span.Sync> syncs) {
-        for (ConsumerRecord<byte[], byte[]> record : slice.records) {
-            if (!digest.usable()) {
-                return;
-            }
-            digest.add(record, Span.shift(syncs, record.offset()), stamp(record));
+        for (int i = 0; i < slice.size() && digest.usable(); i++) {
+            long upstream = slice.upstream(i);
+            digest.add(upstream, Span.shift(syncs, upstream), slice.hash(i), slice.stamp(i) * 1000);
         }
     }
 

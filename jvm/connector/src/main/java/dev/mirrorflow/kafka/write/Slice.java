@@ -1,6 +1,7 @@
 package dev.mirrorflow.kafka.write;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -19,16 +20,21 @@ import org.apache.kafka.clients.producer.RecordMetadata;
  * give every offset when {@code last - first == n - 1}; otherwise {@link #downstream()} says it
  * cannot tell, and the writer writes the transaction again keeping every record's offset.
  *
- * <p>The records are kept until the transaction commits: a transaction aborted for a passing
- * cause is written again from them. Callbacks run on the producer's I/O thread and write only
- * their own {@link Delivery}; the writer reads them after {@code flush()}, which returns once
- * every callback has run.
+ * <p>Of each record the slice keeps three numbers until the transaction commits, not the
+ * record: its upstream offset, its digest ({@link SourceDigest#hash}) and the timestamp it was
+ * sent with. A transaction written again reads its records from the source again
+ * ({@link SourceRecords}). Callbacks run on the producer's I/O thread and write only their own
+ * {@link Delivery}; the writer reads them after {@code flush()}, which returns once every
+ * callback has run.
  */
 final class Slice {
 
     final RangeState range;
     final boolean careful;
-    final List<ConsumerRecord<byte[], byte[]>> records = new ArrayList<>();
+    private long[] upstream = new long[16];
+    private long[] hashes = new long[16];
+    private long[] stamps = new long[16];
+    private int size;
     private final List<Delivery> deliveries;
     private Delivery first;
     private Delivery last;
@@ -43,9 +49,20 @@ final class Slice {
         this.deliveries = careful ? new ArrayList<>() : null;
     }
 
-    /** Adds a record about to be sent; returns the callback its send carries. */
-    Callback add(ConsumerRecord<byte[], byte[]> record) {
-        records.add(record);
+    /**
+     * Adds a record about to be sent with timestamp {@code stamp}, its digest {@code hash};
+     * returns the callback its send carries.
+     */
+    Callback add(ConsumerRecord<byte[], byte[]> record, long stamp, long hash) {
+        if (size == upstream.length) {
+            upstream = Arrays.copyOf(upstream, size * 2);
+            hashes = Arrays.copyOf(hashes, size * 2);
+            stamps = Arrays.copyOf(stamps, size * 2);
+        }
+        upstream[size] = record.offset();
+        hashes[size] = hash;
+        stamps[size] = stamp;
+        size++;
         bytes += (record.key() == null ? 0 : record.key().length) + (record.value() == null ? 0 : record.value().length);
         Delivery delivery = new Delivery(this, record.offset());
         if (careful) {
@@ -58,15 +75,30 @@ final class Slice {
     }
 
     int size() {
-        return records.size();
+        return size;
+    }
+
+    /** The upstream offset of its {@code i}th record. */
+    long upstream(int i) {
+        return upstream[i];
+    }
+
+    /** The digest of its {@code i}th record. */
+    long hash(int i) {
+        return hashes[i];
+    }
+
+    /** The timestamp its {@code i}th record was sent with. */
+    long stamp(int i) {
+        return stamps[i];
     }
 
     long firstUpstream() {
-        return records.get(0).offset();
+        return upstream[0];
     }
 
     long lastUpstream() {
-        return records.get(records.size() - 1).offset();
+        return upstream[size - 1];
     }
 
     /** {@code offset N: <error>} of the first failed record, or null. */
@@ -88,7 +120,7 @@ final class Slice {
 
     /** Every record's remote offset, or null when the ends alone cannot tell them. */
     long[] downstream() {
-        int n = records.size();
+        int n = size;
         long[] out = new long[n];
         if (careful) {
             for (int i = 0; i < n; i++) {

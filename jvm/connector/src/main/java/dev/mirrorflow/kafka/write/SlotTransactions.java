@@ -40,11 +40,13 @@ abstract class SlotTransactions extends SlotState {
     private List<Slice> pending;
     private int aborts;
     private final LedgerWrites ledger;
+    private final SourceRecords source;
 
-    SlotTransactions(List<WriteTask> tasks, WriterConfig config, WriteClients clients,
+    SlotTransactions(List<WriteTask> tasks, WriterConfig config, WriteClients clients, SourceRecords source,
                      Function<WriteTask, SourceDigest> digests) {
         super(tasks, config, clients, digests);
         this.ledger = new LedgerWrites(config, clients);
+        this.source = source;
     }
 
     /** Produces one record of a range into the open transaction (see {@link SlotWriter}). */
@@ -259,7 +261,12 @@ abstract class SlotTransactions extends SlotState {
         }
     }
 
-    /** Aborts the open transaction and produces its slices again in a new one. */
+    /**
+     * Aborts the open transaction and produces its slices again in a new one, their records read
+     * from the source again. A record the source no longer holds fails the write: the aborted
+     * transaction is gone, so the task's retry reads the range from its resume position and
+     * finds the loss (or the compaction) the way a first read does.
+     */
     private void rewrite() {
         if (pending == null) {
             pending = new ArrayList<>(open);
@@ -271,13 +278,36 @@ abstract class SlotTransactions extends SlotState {
         } catch (KafkaException e) {
             throw transactionFailed(e);
         }
-        begin();
+        List<List<ConsumerRecord<byte[], byte[]>>> again = new ArrayList<>();
         for (Slice slice : pending) {
-            for (ConsumerRecord<byte[], byte[]> record : slice.records) {
-                produce(slice.range, record);
+            again.add(readAgain(slice));
+        }
+        begin();
+        for (int i = 0; i < pending.size(); i++) {
+            for (ConsumerRecord<byte[], byte[]> record : again.get(i)) {
+                produce(pending.get(i).range, record);
             }
         }
         pending = null;
+    }
+
+    /** The slice's records, read from the source again: exactly the upstream offsets it held. */
+    private List<ConsumerRecord<byte[], byte[]>> readAgain(Slice slice) {
+        WriteTask task = slice.range.task;
+        List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>(slice.size());
+        for (ConsumerRecord<byte[], byte[]> record : source.read(task.topic(), task.partition(),
+                slice.firstUpstream(), slice.lastUpstream())) {
+            if (out.size() < slice.size() && record.offset() == slice.upstream(out.size())) {
+                out.add(record);
+            }
+        }
+        if (out.size() < slice.size()) {
+            throw new WriteException("writing " + task.where() + ": upstream offset " + slice.upstream(out.size())
+                    + " of an aborted transaction is no longer on the source to be written again (retention or "
+                    + "compaction since it was read); nothing of the transaction was committed, and the task's "
+                    + "retry reads the range again from its resume position");
+        }
+        return out;
     }
 
     /** Closes the admin client, if any, without waiting. */

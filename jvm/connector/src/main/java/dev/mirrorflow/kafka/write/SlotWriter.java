@@ -75,11 +75,13 @@ public final class SlotWriter extends SlotTransactions {
      * @param producerSettings the target's producer settings (see {@link ProducerSettings})
      * @param clients          makes the target's clients
      * @param logStart         asks the source for a partition's log start
+     * @param source           reads records of the source again, for a transaction written again
      * @param digests          the proof's aggregates per range ({@link SourceDigest#NONE} for none)
      */
     public SlotWriter(List<WriteTask> tasks, WriterConfig config, Map<String, String> producerSettings,
-                      WriteClients clients, SourceLogStart logStart, Function<WriteTask, SourceDigest> digests) {
-        super(checked(tasks), config, clients, digests);
+                      WriteClients clients, SourceLogStart logStart, SourceRecords source,
+                      Function<WriteTask, SourceDigest> digests) {
+        super(checked(tasks), config, clients, source, digests);
         this.producerSettings = Map.copyOf(producerSettings);
         this.logStart = logStart;
         this.chunkRecords = tasks.get(0).chunkRecords();
@@ -225,12 +227,13 @@ public final class SlotWriter extends SlotTransactions {
     void produce(RangeState state, ConsumerRecord<byte[], byte[]> record) {
         RecordSize.check(state.task, record, config.cluster());
         Slice slice = sliceFor(state);
-        Callback callback = slice.add(record);
+        long stamp = state.stamp(record);
+        Callback callback = slice.add(record, stamp, state.digest.usable() ? state.digest.hash(record) : 0);
         WriteTask task = state.task;
         SchemaIds ids = config.schemaIds();
         Future<RecordMetadata> sent;
         try {
-            sent = producer.send(new ProducerRecord<>(task.remoteTopic(), task.partition(), state.stamp(record),
+            sent = producer.send(new ProducerRecord<>(task.remoteTopic(), task.partition(), stamp,
                     ids.key(task, record), ids.value(task, record), ids.headers(record)), callback);
         } catch (InterruptException e) {
             throw e;

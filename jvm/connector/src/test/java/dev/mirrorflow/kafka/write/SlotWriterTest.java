@@ -178,9 +178,18 @@ class SlotWriterTest {
 
     private static SlotWriter writer(Clients clients, SourceLogStart logStart, WriteTask... tasks) {
         SlotWriter writer = new SlotWriter(List.of(tasks), CONFIG, Map.of("bootstrap.servers", "127.0.0.1:9092"),
-                clients, logStart, t -> SourceDigest.NONE);
+                clients, logStart, SlotWriterTest::source, t -> SourceDigest.NONE);
         writer.open();
         return writer;
+    }
+
+    /** The source the tests' records come from, read again: every offset holds {@link #record} at timestamp 1. */
+    private static List<ConsumerRecord<byte[], byte[]>> source(String topic, int partition, long from, long to) {
+        List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
+        for (long offset = from; offset <= to; offset++) {
+            out.add(record(topic, partition, offset, 1));
+        }
+        return out;
     }
 
     static ConsumerRecord<byte[], byte[]> record(String topic, int partition, long offset, long timestamp) {
@@ -466,6 +475,28 @@ class SlotWriterTest {
     }
 
     @Test
+    void aTransactionIsWrittenAgainFromTheSourceAndFailsWhereTheSourceLostARecord() {
+        List<Long> reads = new ArrayList<>();
+        SourceRecords compacted = (topic, partition, from, to) -> {
+            reads.add(from);
+            reads.add(to);
+            return source(topic, partition, from, to).stream().filter(r -> r.offset() != 2).toList();
+        };
+        SlotWriter writer = new SlotWriter(List.of(task("orders", 0, 0, 10, 100_000)), CONFIG, Map.of(),
+                new Clients(new Flaky(1)), (t, p) -> 0, compacted, t -> SourceDigest.NONE);
+        writer.open();
+        for (long offset = 0; offset < 5; offset++) {
+            writer.write(record("orders", 0, offset, 1));
+        }
+        WriteException e = assertThrows(WriteException.class, () -> writer.write(record("orders", 0, 5, 1)));
+        assertEquals(List.of(0L, 5L), reads);  // the aborted transaction's offsets, read once
+        assertEquals("writing orders[0] -> a.orders[0]: upstream offset 2 of an aborted transaction is no longer on "
+                + "the source to be written again (retention or compaction since it was read); nothing of the "
+                + "transaction was committed, and the task's retry reads the range again from its resume position",
+                e.getMessage());
+    }
+
+    @Test
     void aFailureThatDoesNotPassFailsAfterThreeAttempts() {
         Flaky producer = new Flaky(3);
         SlotWriter writer = writer(new Clients(producer), (t, p) -> 0, task("orders", 0, 0, 10, 100_000),
@@ -487,7 +518,7 @@ class SlotWriterTest {
         WriteTask task = new WriteTask("a->b", "plan-1", "orders", 0, "a.orders", 0, 10, 0, true, "required",
                 100_000, 0, 0, 0);
         SlotWriter writer = new SlotWriter(List.of(task), CONFIG, Map.of(), new Clients(refusing), (t, p) -> 0,
-                t -> SourceDigest.NONE);
+                SlotWriterTest::source, t -> SourceDigest.NONE);
         TransactionsRefusedException e = assertThrows(TransactionsRefusedException.class, writer::open);
         assertEquals("flow a->b: exactly.once.support = required, but cluster 'b' refuses the flow's transactions "
                 + "(mirrorflow|a->b|write-0, writing orders[0] -> a.orders[0]: TransactionalIdAuthorizationException: "
@@ -523,7 +554,7 @@ class SlotWriterTest {
         Clients clients = new Clients(new Producing());
         clients.consumer.updatePartitions(SPANS, List.of());
         SlotWriter writer = new SlotWriter(List.of(task("orders", 0, 0, 10, 10)), CONFIG, Map.of(), clients,
-                (t, p) -> 0, t -> SourceDigest.NONE);
+                (t, p) -> 0, SlotWriterTest::source, t -> SourceDigest.NONE);
         WriteException e = assertThrows(WriteException.class, writer::open);
         assertEquals("writing orders[0] -> a.orders[0]: cannot write its span records to mirrorflow-spans.a.internal "
                 + "on cluster 'b': Unknown topic or partition (the topic does not exist); nothing of the transaction "
@@ -536,6 +567,7 @@ class SlotWriterTest {
         WriteTask other = new WriteTask("a->b", "plan-1", "orders", 1, "a.orders", 0, 10, 0, true, "requested", 10, 0,
                 0, 4);
         assertThrows(IllegalArgumentException.class, () -> new SlotWriter(List.of(task("orders", 0, 0, 10, 10), other),
-                CONFIG, Map.of(), new Clients(), (t, p) -> 0, t -> SourceDigest.NONE));
+                CONFIG, Map.of(), new Clients(), (t, p) -> 0, SlotWriterTest::source,
+                t -> SourceDigest.NONE));
     }
 }
