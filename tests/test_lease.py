@@ -232,3 +232,27 @@ def test_a_fenced_write_is_readable_when_it_returns(two_clusters: dict[str, str]
                 short.append(i)
     assert short == []
     assert len(store.read()) == 800
+
+
+def test_writes_within_one_transaction_land_together_or_not_at_all(
+        two_clusters: dict[str, str], tmp_path: Path) -> None:
+    """A run's commit holds its state writes (history, positions, plan mark) back and
+    writes them in one transaction of the flow's state producer: readable together when
+    the block ends; none of them when something inside it fails."""
+    from mirrorflow.kafka.internal_topics import CompactedTopic, one_transaction
+
+    config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
+                                     "a->b.enabled = true"))
+    first = CompactedTopic(config.cluster("b"), "mirrorflow-together-1.internal", partitions=3)
+    second = CompactedTopic(config.cluster("b"), "mirrorflow-together-2.internal")
+    with FlowLease(config, config.flow("a->b"), "one-run"):
+        with pytest.raises(RuntimeError, match=r"^midway$"), one_transaction():
+            first.write([(b"dropped", b"1")])
+            second.write([(b"dropped", b"2")])
+            raise RuntimeError("midway")
+        assert (first.read(), second.read()) == ({}, {})
+        with one_transaction():
+            first.write([(b"k1", b"a"), (b"k2", b"b")])
+            second.write([(b"k3", b"c")])
+            assert (first.read(), second.read()) == ({}, {})  # held until the block ends
+        assert (first.read(), second.read()) == ({b"k1": b"a", b"k2": b"b"}, {b"k3": b"c"})

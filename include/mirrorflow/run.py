@@ -26,6 +26,7 @@ from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.heartbeat import heartbeats
+from mirrorflow.kafka.internal_topics import one_transaction
 from mirrorflow.lease import FlowLease, unfenced_reason
 from mirrorflow.plain import plain
 from mirrorflow.progress import Sink, WriteProgress, describe_plan
@@ -277,8 +278,9 @@ def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str,
     :class:`PlanNotPendingError`: a stale run's task does nothing) and, when it has
     ranges, only with a passing completeness check stored for it (else
     :class:`CommitRefusedError`). Then emit offset syncs, record the history, commit
-    positions and close the plan, in that order: a crash in between repeats the steps
-    done, never loses one; each write is fenced by the flow's lease."""
+    positions and close the plan: the syncs first, then the rest in one transaction fenced
+    by the flow's lease, so a crash leaves all of it or none (and the retry repeats it;
+    a repeated sync is harmless)."""
     store = PlanStore(config, flow)
     store.require_pending(plan.plan_id)
     result = store.result(plan.plan_id)
@@ -309,14 +311,17 @@ def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str,
             f"({', '.join(backward[:5])}); positions move back only through a reset. "
             "Something else moved them while the plan was pending (MirrorMaker 2 on the "
             "same flow?); nothing was committed")
-    if flow.get("emit.offset-syncs.enabled"):
-        report.offset_syncs = offset_syncs.emit(
-            config, flow, offset_syncs.syncs_from_results(result["ranges"]))
-    record_history(config, flow, plan, result, passed)
-    if plan.positions:
-        offsets.commit(plan.positions)
-    store.mark_committed(plan, run_id)
-    ledger.drop_spans(config.cluster(flow.target), flow.source, plan.plan_id)
+    # One transaction of the flow's state producer: the history, positions and plan mark
+    # land together or not at all (offset syncs on the source first, unfenced).
+    with one_transaction():
+        if flow.get("emit.offset-syncs.enabled"):
+            report.offset_syncs = offset_syncs.emit(
+                config, flow, offset_syncs.syncs_from_results(result["ranges"]))
+        record_history(config, flow, plan, result, passed)
+        if plan.positions:
+            offsets.commit(plan.positions)
+        store.mark_committed(plan, run_id)
+        ledger.drop_spans(config.cluster(flow.target), flow.source, plan.plan_id)
     return report
 
 

@@ -13,10 +13,8 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.internal_topics import (
     STATE_PRODUCER,
-    CompactedTopic,
-    Headers,
     InternalTopicError,
-    Records,
+    Write,
     await_readable,
 )
 
@@ -120,35 +118,42 @@ class StateFence:
             return None
         return producer
 
-    def write(self, topic: CompactedTopic, records: Records, timeout: float,
-              headers: Headers = None) -> None:
-        """Write ``records`` to ``topic`` in one transaction of the flow's id; a fenced
-        producer is initialised again (and the lease verified) before a new attempt.
-        Writes to another cluster (offset syncs on the source) are not fenced."""
+    def write(self, writes: list[Write], timeout: float) -> None:
+        """Write ``writes`` (each a topic, its records and their headers) in one transaction
+        of the flow's id; a fenced producer is initialised again (and the lease verified)
+        before a new attempt. Writes to another cluster (offset syncs on the source) are
+        not fenced, and go first."""
         from confluent_kafka import KafkaException
 
-        if topic.cluster.alias != self.target.alias or self._producer is None:
-            topic.write_unfenced(records, timeout, headers)
+        fenced = [w for w in writes if w[0].cluster.alias == self.target.alias]
+        for topic, records, headers in writes:
+            if self._producer is None or topic.cluster.alias != self.target.alias:
+                topic.write_unfenced(records, timeout, headers)
+        if self._producer is None or not fenced:
             return
+        names = ", ".join(dict.fromkeys(w[0].topic for w in fenced))
         refused = None  # the last error of a write the broker refused, not a fencing
         for _ in range(FENCE_ATTEMPTS):
             if self._producer is None:  # initialised again, and refused: unfenced
-                topic.write_unfenced(records, timeout, headers)
+                for topic, records, headers in fenced:
+                    topic.write_unfenced(records, timeout, headers)
                 return
-            ends: dict[int, int] = {}  # partition -> offset after its last record
+            ends: dict[tuple[str, int], int] = {}  # partition -> offset after its last record
 
             def landed(err, msg, ends=ends) -> None:
                 if err is None:
-                    ends[msg.partition()] = max(ends.get(msg.partition(), 0), msg.offset() + 1)
+                    tp = (msg.topic(), msg.partition())
+                    ends[tp] = max(ends.get(tp, 0), msg.offset() + 1)
 
             try:
                 self._producer.begin_transaction()
-                for key, value in records:
-                    self._producer.produce(topic.topic, key=key, value=value, headers=headers,
-                                           on_delivery=landed)
+                for topic, records, headers in fenced:
+                    for key, value in records:
+                        self._producer.produce(topic.topic, key=key, value=value,
+                                               headers=headers, on_delivery=landed)
                 self._producer.commit_transaction(timeout)
                 self._producer.poll(0)  # the delivery reports of what the commit flushed
-                await_readable(topic.cluster, topic.topic, ends, timeout)
+                await_readable(self.target, ends, timeout)
                 return
             except KafkaException as exc:
                 error = exc.args[0]
@@ -156,7 +161,7 @@ class StateFence:
                     # Fenced by a newer producer of the flow's id (another holder, or a
                     # sibling task of this run): only a holder that still holds goes on.
                     log.info("flow %s: state write to %s fenced (%s); fencing again",
-                             self.flow, topic.topic, error.str())
+                             self.flow, names, error.str())
                     # Serve librdkafka's queued lines about it before dropping it (poll
                     # raises the fencing itself again).
                     with contextlib.suppress(KafkaException):
@@ -175,9 +180,9 @@ class StateFence:
                     break  # refused before it was sent (e.g. a record too large)
         if refused is not None:
             raise InternalTopicError(
-                f"flow {self.flow}: writing {topic.topic} on cluster {self.target.alias!r} "
+                f"flow {self.flow}: writing {names} on cluster {self.target.alias!r} "
                 f"failed: {refused.str()}; nothing of it was written") from None
-        raise LeaseLostError(f"flow {self.flow}: a write to {topic.topic} on cluster "
+        raise LeaseLostError(f"flow {self.flow}: a write to {names} on cluster "
                              f"{self.target.alias!r} was fenced {FENCE_ATTEMPTS} times in a "
                              "row; another holder keeps taking the flow, so nothing more is "
                              "written")

@@ -7,6 +7,7 @@ compaction keeps only the newest.
 Writes made while a flow's lease is held go through that lease's fence
 (:class:`mirrorflow.state_fence.StateFence`, installed with :func:`fenced_by`): transactions of
 the flow's own ``transactional.id``, so a holder that lost the flow can write nothing.
+Within :func:`one_transaction`, the writes of several stores land in one such transaction.
 Reads are ``read_committed``: a fenced holder's aborted records are never seen.
 """
 
@@ -40,10 +41,15 @@ STATE_PRODUCER = {"compression.type": "zstd", "message.max.bytes": 256 * 1024 * 
 
 Records = list[tuple[bytes, bytes | None]]
 Headers = list[tuple[str, bytes]] | None
-# The held lease's fenced writer (topic, records, timeout, headers), for this context.
-FenceWriter = Callable[["CompactedTopic", Records, float, Headers], None]
+# One write: a topic, its records and their headers.
+Write = tuple["CompactedTopic", Records, Headers]
+# The held lease's fenced writer (writes, timeout), for this context: one transaction.
+FenceWriter = Callable[[list[Write], float], None]
 _FENCE: contextvars.ContextVar[FenceWriter | None] = contextvars.ContextVar("fence",
                                                                              default=None)
+# The writes :func:`one_transaction` holds back until its end, for this context.
+_HELD: contextvars.ContextVar[list[Write] | None] = contextvars.ContextVar("held",
+                                                                          default=None)
 
 
 def fenced_by(writer: FenceWriter | None) -> contextvars.Token:
@@ -55,6 +61,37 @@ def fenced_by(writer: FenceWriter | None) -> contextvars.Token:
 def unfenced(token: contextvars.Token) -> None:
     """Undo :func:`fenced_by`."""
     _FENCE.reset(token)
+
+
+@contextlib.contextmanager
+def one_transaction(timeout: float = 30.0) -> Iterator[None]:
+    """Within this context, state writes are held back and, when it ends without an error,
+    written together: through the held lease's fence, in one transaction, so that they land
+    all or none (a run's commit writes its history, positions and plan mark this way: one
+    commit of the flow's state producer where each was one). A failure inside drops them:
+    nothing of the steps is written. Reads inside do not see the held writes, so a step
+    inside must not read what an earlier one wrote. Nested contexts join the outer one."""
+    if _HELD.get() is not None:
+        yield
+        return
+    held: list[Write] = []
+    token = _HELD.set(held)
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+    if held:
+        _write(held, timeout)
+
+
+def _write(writes: list[Write], timeout: float) -> None:
+    """``writes`` through this context's fence (one transaction), else one by one."""
+    fence = _FENCE.get()
+    if fence is not None:
+        fence(writes, timeout)
+        return
+    for topic, records, headers in writes:
+        topic.write_unfenced(records, timeout, headers)
 
 
 @dataclass(frozen=True)
@@ -134,21 +171,23 @@ def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[
     return [r for p in sorted(known.records) for r in known.records[p]]
 
 
-def await_readable(cluster: ClusterConfig, topic: str, ends: dict[int, int],
+def await_readable(cluster: ClusterConfig, ends: dict[tuple[str, int], int],
                    timeout: float) -> None:
     """Return once a ``read_committed`` reader sees a committed transaction's records up to
-    ``ends``. The coordinator answers the commit once it has logged it and writes the
-    markers that end the transaction in each partition afterwards: a read just after the
-    commit could stop short of it (a reset's dropped plan was read back as pending)."""
+    ``ends`` (per topic and partition). The coordinator answers the commit once it has
+    logged it and writes the markers that end the transaction in each partition
+    afterwards: a read just after the commit could stop short of it (a reset's dropped
+    plan was read back as pending)."""
     deadline = time.monotonic() + timeout
     while ends:
-        marks = probe_watermarks(cluster, [(topic, p) for p in ends], timeout=timeout)
-        ends = {p: end for p, end in ends.items() if marks[(topic, p)].high < end}
+        marks = probe_watermarks(cluster, list(ends), timeout=timeout)
+        ends = {tp: end for tp, end in ends.items() if marks[tp].high < end}
         if ends:
             if time.monotonic() > deadline:
                 raise InternalTopicError(
-                    f"cluster {cluster.alias!r}: the committed write to {topic} partitions "
-                    f"{sorted(ends)} is not readable after {timeout:.0f}s")
+                    f"cluster {cluster.alias!r}: the committed write to "
+                    f"{', '.join(f'{t}[{p}]' for t, p in sorted(ends))} is not readable "
+                    f"after {timeout:.0f}s")
             time.sleep(0.005)
 
 
@@ -251,18 +290,18 @@ class CompactedTopic:
     def write(self, records: Records, timeout: float = 30.0, headers: Headers = None) -> None:
         """Write records (None value = tombstone), each with ``headers``, and wait until
         every one is acknowledged: through the held lease's fence when this context holds
-        one."""
+        one (at the end of :func:`one_transaction`, within one)."""
         if not records:
             return
         # Created here when missing (one describe request; the stores leave it to this):
         # a write to a missing topic would wait for it until the producer gives up, or
         # have the broker auto-create it without compaction.
         self.ensure()
-        fence = _FENCE.get()
-        if fence is not None:
-            fence(self, records, timeout, headers)
+        held = _HELD.get()
+        if held is not None:
+            held.append((self, records, headers))
         else:
-            self.write_unfenced(records, timeout, headers)
+            _write([(self, records, headers)], timeout)
 
     def write_unfenced(self, records: Records, timeout: float = 30.0,
                        headers: Headers = None) -> None:

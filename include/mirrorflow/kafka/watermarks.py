@@ -30,6 +30,14 @@ class WatermarkError(MirrorflowError):
     """A partition's offsets could not be read."""
 
 
+# A probe asks again for partitions still settling, after 10 ms, then twice as long each
+# time, up to 100 ms: the leader of a topic created a moment ago is known within a few
+# milliseconds on a local broker, and every first run of a flow writes to its new state
+# topics (3 pauses of a fixed 100 ms were 0.3 s of such a run).
+RETRY_FIRST_S = 0.01
+RETRY_MAX_S = 0.1
+
+
 @dataclass(frozen=True)
 class Watermarks:
     """[log start, end) of one partition: the offsets a reader can fetch now."""
@@ -89,6 +97,7 @@ def _probe(cluster: ClusterConfig, partitions: Iterable[TopicPart], isolation: s
     # Both requests are sent before either answer is awaited: a probe costs one round trip
     # to each leader, not two (one per watermark), which counts on a remote cluster.
     pending: dict[str, list[TopicPart]] = {name: list(wanted) for name in names}
+    pause = RETRY_FIRST_S
     while any(pending.values()):
         # Each request may take what is left of the probe's time; its answers are awaited
         # a moment longer, so that librdkafka's own timeout comes before the wait's. A
@@ -127,7 +136,8 @@ def _probe(cluster: ClusterConfig, partitions: Iterable[TopicPart], isolation: s
         if stale:  # its metadata, not the broker, is behind
             admin = _with_metadata(clients.renewed_admin_client(cluster), timeout)
         if any(pending.values()):
-            time.sleep(0.1)
+            time.sleep(pause)
+            pause = min(pause * 2, RETRY_MAX_S)
     return found
 
 
