@@ -1,8 +1,9 @@
 """The schema registry transfer's mappings, made on the driver before the write.
 
-The records never enter Python: a Spark SQL pass over the ranges to write (the range
-source, in the JVM) finds the schema ids their keys and values carry and the first record
-of each partition that is not in Confluent's wire format. The driver maps each id once
+The records never enter Python: a scan of the ranges to write, in the JVM (the range
+source's ``schemaIdScan``: a row per partition and part, no row per record), finds the
+schema ids their keys and values carry and the first record of each partition that is not
+in Confluent's wire format. The driver maps each id once
 (:class:`~mirrorflow.schema.transfer.IdMapper`: the source registry's schema, registered
 under the remote topic's subject in the target registry), stores the new mappings with the
 plan (fenced, before any record is written under them), and hands the writers in the JVM
@@ -37,35 +38,21 @@ def find_ids(spark, source: ClusterConfig, groups: Sequence[Sequence[tuple[str, 
              transfer: SchemaTransfer, exempt: Callable[[str], bool]) -> dict[TopicPart, FoundIds]:
     """Per source partition of ``groups`` (the write slots' reads), the ids its records
     carry; topics ``exempt`` (the heartbeats) are never transferred."""
-    from pyspark.sql import functions as F
-
     from mirrorflow.spark.kafka_source import read_groups
 
     kept = [[r for r in group if not exempt(r[0])] for group in groups]
     kept = [group for group in kept if group]
     if not kept:
         return {}
-    columns = []
-    for part in transfer.fields:
-        col = F.col(part)
-        wire = (F.length(col) >= HEADER) & (F.substring(col, 1, 1) == F.lit(bytearray(1)))
-        schema_id = F.conv(F.hex(F.substring(col, 2, 4)), 16, 10).cast("long")
-        refused = col.isNotNull() & ~wire
-        columns += [F.collect_set(F.when(wire, schema_id)).alias(f"{part}_ids"),
-                    F.min_by(F.struct(F.col("offset"), F.length(col),
-                                      F.conv(F.hex(F.substring(col, 1, 1)), 16, 10)
-                                      .cast("int")),
-                             F.when(refused, F.col("offset"))).alias(f"{part}_refused"),
-                    F.max(refused.cast("int")).alias(f"{part}_any_refused")]
-    rows = read_groups(spark, source, kept).groupBy("topic", "partition").agg(*columns).collect()
     out: dict[TopicPart, FoundIds] = {}
-    for row in rows:
+    for row in read_groups(spark, source, kept, id_scan=transfer.fields).collect():
         found = out.setdefault((row["topic"], row["partition"]), FoundIds())
-        for part in transfer.fields:
-            found.ids[part] = {int(i) for i in row[f"{part}_ids"]}
-            if row[f"{part}_any_refused"]:
-                offset, length, first = row[f"{part}_refused"]
-                found.refused[part] = (offset, length, first)
+        part = row["part"]
+        found.ids.setdefault(part, set()).update(int(i) for i in row["ids"])
+        refused = (row["refused_offset"], row["refused_length"], row["refused_first"])
+        if refused[0] is not None and (part not in found.refused
+                                       or refused[0] < found.refused[part][0]):
+            found.refused[part] = refused
     return out
 
 

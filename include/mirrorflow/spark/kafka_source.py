@@ -77,17 +77,23 @@ def kafka_options(cluster: ClusterConfig, isolation: str | None = None) -> dict[
 
 def read_groups(spark, cluster: ClusterConfig, groups: Sequence[Sequence[OffsetRange]],
                 isolation: str | None = None, digests: bool = False,
-                schema_ids: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None):
+                schema_ids: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None,
+                id_scan: Sequence[str] = ()):
     """A DataFrame of every record of the ranges of ``groups``: a Spark task per group,
     each reading its ranges (one per partition) with one consumer. With ``digests``, a row
     per partition a task read records of instead, with the proof's sums of them
     (``topic, partition, records, xor, xor_no_ts, first, last``:
     :mod:`mirrorflow.quality.compare`), computed in the task, each record's schema ids
-    mapped by ``schema_ids`` first (``{topic: {part: {id: id}}}``; an id it lacks stays)."""
+    mapped by ``schema_ids`` first (``{topic: {part: {id: id}}}``; an id it lacks stays).
+    With ``id_scan`` (``key``, ``value``), a row per partition and part instead, of the
+    schema ids found and the first record not in the wire format (``topic, partition,
+    part, ids, refused_offset, refused_length, refused_first``:
+    :mod:`mirrorflow.schema.ids_in_ranges`)."""
     return (spark.read.format(FORMAT).options(**kafka_options(cluster, isolation))
             .option("ranges", json.dumps([[list(r) for r in group] for group in groups]))
             .option("digests", str(digests).lower())
             .option("schemaIds", json.dumps(schema_ids or {}))
+            .option("schemaIdScan", ",".join(id_scan))
             .load())
 
 

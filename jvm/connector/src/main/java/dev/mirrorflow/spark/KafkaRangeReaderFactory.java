@@ -1,5 +1,6 @@
 package dev.mirrorflow.spark;
 
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -23,22 +24,29 @@ final class KafkaRangeReaderFactory implements PartitionReaderFactory {
     private final long pollTimeoutMs;
     private final long timeoutMs;
     private final SchemaIds digests;
+    private final ArrayList<String> idScan;
 
     /**
      * @param digests null for a read of records; for a digests read, the ids it maps
      *                ({@link SchemaIds#NONE} for none)
+     * @param idScan  the parts of a schema id scan (empty for none)
      */
-    KafkaRangeReaderFactory(Map<String, String> kafka, long pollTimeoutMs, long timeoutMs, SchemaIds digests) {
+    KafkaRangeReaderFactory(Map<String, String> kafka, long pollTimeoutMs, long timeoutMs, SchemaIds digests,
+                            List<String> idScan) {
         this.kafka = new HashMap<>(kafka);
         this.pollTimeoutMs = pollTimeoutMs;
         this.timeoutMs = timeoutMs;
         this.digests = digests;
+        this.idScan = new ArrayList<>(idScan);
     }
 
     @Override
     public PartitionReader<InternalRow> createReader(InputPartition partition) {
         List<TopicRange> ranges = ((RangeGroupPartition) partition).ranges();
-        return digests != null ? new KafkaDigestPartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs, digests)
-                : new KafkaRangePartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs);
+        if (digests != null) {
+            return new KafkaDigestPartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs, digests);
+        }
+        return idScan.isEmpty() ? new KafkaRangePartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs)
+                : new KafkaIdScanPartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs, idScan);
     }
 }

@@ -38,7 +38,7 @@ final class KafkaRangeScan implements ScanBuilder, Scan, Batch {
     public String description() {
         return KafkaRangeSource.NAME + " [" + options.groups().size() + " groups, "
                 + options.groups().stream().mapToInt(List::size).sum() + " ranges" + (options.digests() ? ", digests" : "")
-                + "]";
+                + (options.idScan().isEmpty() ? "" : ", schemaIdScan " + String.join(",", options.idScan())) + "]";
     }
 
     @Override
@@ -59,6 +59,6 @@ final class KafkaRangeScan implements ScanBuilder, Scan, Batch {
     @Override
     public PartitionReaderFactory createReaderFactory() {
         return new KafkaRangeReaderFactory(options.kafka(), options.pollTimeoutMs(), options.timeoutMs(),
-                options.digests() ? options.schemaIds() : null);
+                options.digests() ? options.schemaIds() : null, options.idScan());
     }
 }

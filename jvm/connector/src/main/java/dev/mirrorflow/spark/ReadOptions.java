@@ -38,6 +38,10 @@ import org.apache.spark.sql.types.StructType;
  *       record; with {@code schemaIds} (the JSON table of the mirror's option of that name:
  *       topic, part, id to id) each record's schema ids are mapped before it is digested
  *       ({@link SchemaIds#mapped}).</li>
+ *   <li>{@code schemaIdScan} ({@code key}, {@code value} or {@code key,value}; none by default):
+ *       rows of the schema ids each partition's records carry in those parts
+ *       ({@link KafkaIdScanPartitionReader#SCHEMA}) instead of a row per record; not with
+ *       {@code digests}.</li>
  * </ul>
  * Option names are case-insensitive, as Spark's are.
  *
@@ -47,13 +51,16 @@ import org.apache.spark.sql.types.StructType;
  * @param timeoutMs     the longest a reader waits with no range advancing
  * @param digests       whether a row is a partition's sums, not a record
  * @param schemaIds     the ids a digests read maps ({@link SchemaIds#NONE} for none)
+ * @param idScan        the parts whose schema ids a row per partition gives (empty: none)
  */
 public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kafka, long pollTimeoutMs,
-                          long timeoutMs, boolean digests, SchemaIds schemaIds) implements Serializable {
+                          long timeoutMs, boolean digests, SchemaIds schemaIds, List<String> idScan)
+        implements Serializable {
 
     private static final long serialVersionUID = 1L;
     private static final String PREFIX = "kafka.";
     private static final String DIGESTS = "digests";
+    private static final String ID_SCAN = "schemaidscan";
     private static final String SHAPE = "[[[\"topic\", partition, start, end], ...], ...]";
 
     /** Parses and checks Spark's options of a read. */
@@ -77,23 +84,49 @@ public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kaf
             throw new IllegalArgumentException("option 'kafka.*' has a bad consumer setting: "
                     + RangeReadException.oneLine(e.getMessage()), e);
         }
+        boolean digests = OptionValues.flag(lower, DIGESTS, false);
+        List<String> idScan = idScan(lower);
+        if (digests && !idScan.isEmpty()) {
+            throw new IllegalArgumentException("options 'digests' and 'schemaIdScan' exclude each other: a read gives "
+                    + "sums or ids, not both");
+        }
         return new ReadOptions(groups(lower.get("ranges")), kafka, OptionValues.positive(lower, "pollTimeoutMs", 1000, "a whole number of milliseconds"),
                 OptionValues.positive(lower, "timeoutMs", 120_000, "a whole number of milliseconds"),
-                OptionValues.flag(lower, DIGESTS, false), SchemaIds.parse(lower.get("schemaids"), false));
+                digests, SchemaIds.parse(lower.get("schemaids"), false), idScan);
     }
 
     /** The rows' schema a read with {@code options} gives (Spark asks before the options are parsed). */
     public static StructType schema(Map<String, String> options) {
-        return schema(OptionValues.flag(lowerCase(options), DIGESTS, false));
+        Map<String, String> lower = lowerCase(options);
+        return schema(OptionValues.flag(lower, DIGESTS, false), idScan(lower));
     }
 
     /** The rows' schema of this read. */
     public StructType schema() {
-        return schema(digests);
+        return schema(digests, idScan);
     }
 
-    private static StructType schema(boolean digests) {
-        return digests ? KafkaDigestPartitionReader.SCHEMA : KafkaRecordRows.SCHEMA;
+    private static StructType schema(boolean digests, List<String> idScan) {
+        return digests ? KafkaDigestPartitionReader.SCHEMA
+                : idScan.isEmpty() ? KafkaRecordRows.SCHEMA : KafkaIdScanPartitionReader.SCHEMA;
+    }
+
+    /** The parts {@code schemaIdScan} names, each once, in the order given. */
+    private static List<String> idScan(Map<String, String> lower) {
+        String given = lower.get(ID_SCAN);
+        List<String> parts = new ArrayList<>();
+        if (given == null || given.isBlank()) {
+            return List.of();
+        }
+        for (String part : given.split(",", -1)) {
+            String name = part.strip();
+            if (!name.equals("key") && !name.equals("value") || parts.contains(name)) {
+                throw new IllegalArgumentException("option 'schemaIdScan' must name key, value or both, each once "
+                        + "(comma-separated), got '" + given + "'");
+            }
+            parts.add(name);
+        }
+        return List.copyOf(parts);
     }
 
     private static Map<String, String> lowerCase(Map<String, String> options) {
@@ -107,7 +140,8 @@ public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kaf
     public String toString() {
         return "ReadOptions[" + groups.size() + " groups, " + groups.stream().mapToInt(List::size).sum()
                 + " ranges, kafka settings " + new java.util.TreeSet<>(kafka.keySet()) + ", pollTimeoutMs="
-                + pollTimeoutMs + ", timeoutMs=" + timeoutMs + (digests ? ", digests" : "") + "]";
+                + pollTimeoutMs + ", timeoutMs=" + timeoutMs + (digests ? ", digests" : "")
+                + (idScan.isEmpty() ? "" : ", schemaIdScan " + String.join(",", idScan)) + "]";
     }
 
     private static List<List<TopicRange>> groups(String json) {

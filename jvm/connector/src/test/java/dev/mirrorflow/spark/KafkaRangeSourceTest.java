@@ -126,6 +126,37 @@ class KafkaRangeSourceTest {
     }
 
     @Test
+    void aSchemaIdScanGivesEachPartitionsIds() throws Exception {
+        KafkaRangeSource source = new KafkaRangeSource();
+        Map<String, String> given = new java.util.HashMap<>(OPTIONS);
+        given.put("SchemaIdScan", "value, key");
+        CaseInsensitiveStringMap options = new CaseInsensitiveStringMap(given);
+        assertEquals(KafkaIdScanPartitionReader.SCHEMA, source.inferSchema(options));
+        SupportsRead table = (SupportsRead) source.getTable(source.inferSchema(options), new Transform[0], given);
+        assertEquals(List.of("topic", "partition", "part", "ids", "refused_offset", "refused_length", "refused_first"),
+                java.util.Arrays.stream(table.columns()).map(Column::name).toList());
+        Scan scan = table.newScanBuilder(options).build();
+        assertEquals("mirrorflow-kafka [2 groups, 3 ranges, schemaIdScan value,key]", scan.description());
+        Batch batch = scan.toBatch();
+        PartitionReaderFactory factory = roundTrip(batch.createReaderFactory());
+        try (PartitionReader<InternalRow> reader = factory.createReader(batch.planInputPartitions()[1])) {
+            assertTrue(reader instanceof KafkaIdScanPartitionReader);
+            assertFalse(reader.next());  // empty ranges: no partition had records
+        }
+        given.put("digests", "true");
+        IllegalArgumentException both = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> source.getTable(KafkaRecordRows.SCHEMA, new Transform[0], given));
+        assertEquals("options 'digests' and 'schemaIdScan' exclude each other: a read gives sums or ids, not both",
+                both.getMessage());
+        given.remove("digests");
+        given.put("SchemaIdScan", "value,headers");
+        IllegalArgumentException bad = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> source.getTable(KafkaRecordRows.SCHEMA, new Transform[0], given));
+        assertEquals("option 'schemaIdScan' must name key, value or both, each once (comma-separated), got "
+                + "'value,headers'", bad.getMessage());
+    }
+
+    @Test
     void badOptionsFailWhenTheTableIsAskedFor() {
         KafkaRangeSource source = new KafkaRangeSource();
         IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,

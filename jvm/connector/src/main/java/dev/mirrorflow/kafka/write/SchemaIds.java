@@ -104,7 +104,7 @@ public final class SchemaIds implements Serializable {
         return mapped == null ? data : withId(data, mapped);
     }
 
-    private static boolean isWire(byte[] data) {
+    static boolean isWire(byte[] data) {
         return data != null && data.length >= HEADER && data[0] == 0;
     }
 
