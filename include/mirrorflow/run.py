@@ -273,17 +273,19 @@ def record_history(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: d
 
 
 def commit_step(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str,
-                resumed: bool = False) -> RunResult:
+                resumed: bool = False, result: dict | None = None) -> RunResult:
     """Commit ``plan`` for run ``run_id``: only while it is the pending plan (else
     :class:`PlanNotPendingError`: a stale run's task does nothing) and, when it has
     ranges, only with a passing completeness check stored for it (else
     :class:`CommitRefusedError`). Then emit offset syncs, record the history, commit
     positions and close the plan: the syncs first, then the rest in one transaction fenced
     by the flow's lease, so a crash leaves all of it or none (and the retry repeats it;
-    a repeated sync is harmless)."""
+    a repeated sync is harmless). ``result`` is the plan's stored result where the caller
+    holds it (the process that just stored it: a run of 10,000 ranges read it back as
+    megabytes of JSON); else it is read from the plan store."""
     store = PlanStore(config, flow)
     store.require_pending(plan.plan_id)
-    result = store.result(plan.plan_id)
+    result = result if result is not None else store.result(plan.plan_id)
     report = summarize(flow, plan, result, resumed)
     report.run_id = run_id
     refused = unfenced_reason()
@@ -411,7 +413,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
                                  max_records=max_records)
         progress.note(describe_plan(plan, resumed))
-        validation = None
+        validation, result = None, None
         master = master or flow.get("mirrorflow.spark.master")
         if plan.ranges:
             with WriteProgress(config, flow, plan, progress):
@@ -433,7 +435,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         else:
             PlanStore(config, flow).save_empty_result(plan.plan_id)
         try:
-            report = commit_step(config, flow, plan, run_id, resumed)
+            report = commit_step(config, flow, plan, run_id, resumed, result)
             report.validation = validation.to_dict() if validation else None
             # The DAG's tasks after its commit, in their order.
             checkpoint_step(config, flow, report)
