@@ -419,15 +419,17 @@ def _target_side(spark, F, config, flow, regions, no_timestamps, split, assumed:
 def proof_read(spark, cluster, ranges: list[tuple[str, int, int, int]], split: int | None,
                isolation: str | None = None, *, flow: FlowConfig, digests: bool = False,
                schema_ids: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None):
-    """The records of ``ranges`` in as many Spark tasks (each one consumer) as the flow
-    writes such ranges in (:func:`~mirrorflow.source.plan_records.write_slots`), or one
-    per ``split`` records where that is more (the comparison aggregates; order is moot).
-    A Spark task per range costs scheduling on top of its read: measured, 1,000 ranges of
-    3 records on 2 cores checked in 9.3 s as 1,000 tasks, 4.0 s as 64, 2.9 s as 8."""
+    """The records of ``ranges`` in groups as many as the flow writes such ranges in
+    (:func:`~mirrorflow.source.plan_records.write_slots`), or one per ``split`` records
+    where that is more (the comparison aggregates; order is moot), merged into at most one
+    Spark task (one consumer) per core of the application. A Spark task costs scheduling
+    and a consumer on top of its read: measured, 1,000 ranges of 3 records on 2 cores
+    checked in 9.3 s as 1,000 tasks, 4.0 s as 64, 2.9 s as 8; 2,000,000 records of 8
+    partitions in 1.3 to 1.6 s as 8 tasks, 0.9 to 1.1 s as 2."""
     sizes = [end - start for *_, start, end in ranges]
     tasks = read_tasks(sizes, write_slots(flow, sizes), split)
     return read_groups(spark, cluster, grouped(ranges, tasks, split), isolation, digests,
-                       schema_ids)
+                       schema_ids, coalesce=True)
 
 
 def _lookup(spark, F, frame, intervals: list[tuple], kind: str, more: str = ""):

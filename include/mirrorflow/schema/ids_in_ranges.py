@@ -45,7 +45,7 @@ def find_ids(spark, source: ClusterConfig, groups: Sequence[Sequence[tuple[str, 
     if not kept:
         return {}
     out: dict[TopicPart, FoundIds] = {}
-    for row in read_groups(spark, source, kept, id_scan=transfer.fields).collect():
+    for row in read_groups(spark, source, kept, id_scan=transfer.fields, coalesce=True).collect():
         found = out.setdefault((row["topic"], row["partition"]), FoundIds())
         part = row["part"]
         found.ids.setdefault(part, set()).update(int(i) for i in row["ids"])

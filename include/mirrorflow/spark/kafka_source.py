@@ -78,7 +78,7 @@ def kafka_options(cluster: ClusterConfig, isolation: str | None = None) -> dict[
 def read_groups(spark, cluster: ClusterConfig, groups: Sequence[Sequence[OffsetRange]],
                 isolation: str | None = None, digests: bool = False,
                 schema_ids: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None,
-                id_scan: Sequence[str] = ()):
+                id_scan: Sequence[str] = (), coalesce: bool = False):
     """A DataFrame of every record of the ranges of ``groups``: a Spark task per group,
     each reading its ranges (one per partition) with one consumer. With ``digests``, a row
     per partition a task read records of instead, with the proof's sums of them
@@ -88,12 +88,15 @@ def read_groups(spark, cluster: ClusterConfig, groups: Sequence[Sequence[OffsetR
     With ``id_scan`` (``key``, ``value``), a row per partition and part instead, of the
     schema ids found and the first record not in the wire format (``topic, partition,
     part, ids, refused_offset, refused_length, refused_first``:
-    :mod:`mirrorflow.schema.ids_in_ranges`)."""
+    :mod:`mirrorflow.schema.ids_in_ranges`). With ``coalesce``, the groups are merged into
+    at most one task per core of the Spark application (its default parallelism), each
+    still reading a partition once: a task costs a consumer and its scheduling."""
     return (spark.read.format(FORMAT).options(**kafka_options(cluster, isolation))
             .option("ranges", json.dumps([[list(r) for r in group] for group in groups]))
             .option("digests", str(digests).lower())
             .option("schemaIds", json.dumps(schema_ids or {}))
             .option("schemaIdScan", ",".join(id_scan))
+            .option("coalesce", str(coalesce).lower())
             .load())
 
 

@@ -2,7 +2,9 @@ package dev.mirrorflow.spark;
 
 import java.util.List;
 
+import dev.mirrorflow.kafka.read.RangeGroups;
 import dev.mirrorflow.kafka.read.TopicRange;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
@@ -46,9 +48,15 @@ final class KafkaRangeScan implements ScanBuilder, Scan, Batch {
         return this;
     }
 
+    /**
+     * A partition per group; with {@code coalesce}, the groups merged into at most Spark's
+     * default parallelism (the cores of {@code local[*]}, an application's executor cores).
+     */
     @Override
     public InputPartition[] planInputPartitions() {
-        List<List<TopicRange>> groups = options.groups();
+        List<List<TopicRange>> groups = options.coalesce()
+                ? RangeGroups.coalesced(options.groups(), SparkSession.active().sparkContext().defaultParallelism())
+                : options.groups();
         InputPartition[] partitions = new InputPartition[groups.size()];
         for (int i = 0; i < partitions.length; i++) {
             partitions[i] = new RangeGroupPartition(groups.get(i));

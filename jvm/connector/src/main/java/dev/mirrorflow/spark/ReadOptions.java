@@ -42,6 +42,9 @@ import org.apache.spark.sql.types.StructType;
  *       rows of the schema ids each partition's records carry in those parts
  *       ({@link KafkaIdScanPartitionReader#SCHEMA}) instead of a row per record; not with
  *       {@code digests}.</li>
+ *   <li>{@code coalesce} ({@code true} or {@code false}, the default): at most as many tasks as
+ *       Spark's default parallelism, the groups merged
+ *       ({@link dev.mirrorflow.kafka.read.RangeGroups#coalesced}).</li>
  * </ul>
  * Option names are case-insensitive, as Spark's are.
  *
@@ -52,10 +55,11 @@ import org.apache.spark.sql.types.StructType;
  * @param digests       whether a row is a partition's sums, not a record
  * @param schemaIds     the ids a digests read maps ({@link SchemaIds#NONE} for none)
  * @param idScan        the parts whose schema ids a row per partition gives (empty: none)
+ * @param coalesce      whether the groups are merged into at most Spark's default parallelism
  */
 public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kafka, long pollTimeoutMs,
-                          long timeoutMs, boolean digests, SchemaIds schemaIds, List<String> idScan)
-        implements Serializable {
+                          long timeoutMs, boolean digests, SchemaIds schemaIds, List<String> idScan,
+                          boolean coalesce) implements Serializable {
 
     private static final long serialVersionUID = 1L;
     private static final String PREFIX = "kafka.";
@@ -92,7 +96,8 @@ public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kaf
         }
         return new ReadOptions(groups(lower.get("ranges")), kafka, OptionValues.positive(lower, "pollTimeoutMs", 1000, "a whole number of milliseconds"),
                 OptionValues.positive(lower, "timeoutMs", 120_000, "a whole number of milliseconds"),
-                digests, SchemaIds.parse(lower.get("schemaids"), false), idScan);
+                digests, SchemaIds.parse(lower.get("schemaids"), false), idScan,
+                OptionValues.flag(lower, "coalesce", false));
     }
 
     /** The rows' schema a read with {@code options} gives (Spark asks before the options are parsed). */
@@ -141,7 +146,8 @@ public record ReadOptions(List<List<TopicRange>> groups, Map<String, String> kaf
         return "ReadOptions[" + groups.size() + " groups, " + groups.stream().mapToInt(List::size).sum()
                 + " ranges, kafka settings " + new java.util.TreeSet<>(kafka.keySet()) + ", pollTimeoutMs="
                 + pollTimeoutMs + ", timeoutMs=" + timeoutMs + (digests ? ", digests" : "")
-                + (idScan.isEmpty() ? "" : ", schemaIdScan " + String.join(",", idScan)) + "]";
+                + (idScan.isEmpty() ? "" : ", schemaIdScan " + String.join(",", idScan))
+                + (coalesce ? ", coalesced" : "") + "]";
     }
 
     private static List<List<TopicRange>> groups(String json) {
