@@ -13,6 +13,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.internal_topics import (
     STATE_PRODUCER,
+    Headers,
     InternalTopicError,
     Write,
     await_readable,
@@ -79,6 +80,19 @@ class StateFence:
         """Fence every earlier holder, then verify."""
         self._producer = self._init()
         self.verify()
+
+    def _produce(self, topic: str, key: bytes, value: bytes | None, headers: Headers,
+                 landed) -> None:
+        """One record into the open transaction; while librdkafka's queue is full (a
+        commit of tens of thousands of partitions' state), its deliveries are served
+        until there is room."""
+        while True:
+            try:
+                self._producer.produce(topic, key=key, value=value, headers=headers,
+                                       on_delivery=landed)
+                return
+            except BufferError:
+                self._producer.poll(0.05)
 
     def close(self) -> None:
         """Purge and drop the producer: a write cut short leaves nothing queued to land
@@ -149,8 +163,7 @@ class StateFence:
                 self._producer.begin_transaction()
                 for topic, records, headers in fenced:
                     for key, value in records:
-                        self._producer.produce(topic.topic, key=key, value=value,
-                                               headers=headers, on_delivery=landed)
+                        self._produce(topic.topic, key, value, headers, landed)
                 self._producer.commit_transaction(timeout)
                 self._producer.poll(0)  # the delivery reports of what the commit flushed
                 await_readable(self.target, ends, timeout)

@@ -88,9 +88,9 @@ def read_groups(spark, cluster: ClusterConfig, groups: Sequence[Sequence[OffsetR
     With ``id_scan`` (``key``, ``value``), a row per partition and part instead, of the
     schema ids found and the first record not in the wire format (``topic, partition,
     part, ids, refused_offset, refused_length, refused_first``:
-    :mod:`mirrorflow.schema.ids_in_ranges`). With ``coalesce``, the groups are merged into
-    at most one task per core of the Spark application (its default parallelism), each
-    still reading a partition once: a task costs a consumer and its scheduling."""
+    :mod:`mirrorflow.schema.ids_in_ranges`). With ``coalesce``, a local Spark merges the
+    groups into at most one task per core (its default parallelism), each still reading a
+    partition once: a task costs a consumer and its scheduling."""
     return (spark.read.format(FORMAT).options(**kafka_options(cluster, isolation))
             .option("ranges", json.dumps([[list(r) for r in group] for group in groups]))
             .option("digests", str(digests).lower())

@@ -4,6 +4,7 @@ import java.util.List;
 
 import dev.mirrorflow.kafka.read.RangeGroups;
 import dev.mirrorflow.kafka.read.TopicRange;
+import org.apache.spark.SparkContext;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
@@ -49,13 +50,16 @@ final class KafkaRangeScan implements ScanBuilder, Scan, Batch {
     }
 
     /**
-     * A partition per group; with {@code coalesce}, the groups merged into at most Spark's
-     * default parallelism (the cores of {@code local[*]}, an application's executor cores).
+     * A partition per group; with {@code coalesce} in local mode, the groups merged into at most
+     * Spark's default parallelism (the cores of {@code local[*]}). A cluster keeps its groups:
+     * there the default parallelism counts the executors running now, which dynamic allocation
+     * may not have started yet.
      */
     @Override
     public InputPartition[] planInputPartitions() {
-        List<List<TopicRange>> groups = options.coalesce()
-                ? RangeGroups.coalesced(options.groups(), SparkSession.active().sparkContext().defaultParallelism())
+        SparkContext context = options.coalesce() ? SparkSession.active().sparkContext() : null;
+        List<List<TopicRange>> groups = context != null && context.isLocal()
+                ? RangeGroups.coalesced(options.groups(), context.defaultParallelism())
                 : options.groups();
         InputPartition[] partitions = new InputPartition[groups.size()];
         for (int i = 0; i < partitions.length; i++) {

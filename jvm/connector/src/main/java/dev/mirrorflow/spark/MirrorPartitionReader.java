@@ -2,7 +2,9 @@ package dev.mirrorflow.spark;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 
 import dev.mirrorflow.digest.RangeDigest;
 import dev.mirrorflow.kafka.read.RangeConsumers;
@@ -154,12 +156,15 @@ final class MirrorPartitionReader implements PartitionReader<InternalRow> {
         }
     }
 
-    /** Records of one source partition read again, with a consumer of their own, for a transaction written again. */
-    private List<ConsumerRecord<byte[], byte[]>> readAgain(String topic, int partition, long from, long to) {
-        List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
-        try (RangeReader again = reader(consumer(), List.of(new TopicRange(topic, partition, from, to + 1)))) {
+    /** Records of source partitions read again, with one consumer of their own, for a transaction written again. */
+    private Map<TopicPartition, List<ConsumerRecord<byte[], byte[]>>> readAgain(Map<TopicPartition, long[]> spans) {
+        List<TopicRange> ranges = new ArrayList<>();
+        spans.forEach((tp, span) -> ranges.add(new TopicRange(tp.topic(), tp.partition(), span[0], span[1] + 1)));
+        Map<TopicPartition, List<ConsumerRecord<byte[], byte[]>>> out = new HashMap<>();
+        try (RangeReader again = reader(consumer(), ranges)) {
             for (ConsumerRecord<byte[], byte[]> record = again.next(); record != null; record = again.next()) {
-                out.add(record);
+                out.computeIfAbsent(new TopicPartition(record.topic(), record.partition()), tp -> new ArrayList<>())
+                        .add(record);
             }
         }
         return out;

@@ -42,8 +42,8 @@ import org.apache.spark.sql.types.StructType;
  *       rows of the schema ids each partition's records carry in those parts
  *       ({@link KafkaIdScanPartitionReader#SCHEMA}) instead of a row per record; not with
  *       {@code digests}.</li>
- *   <li>{@code coalesce} ({@code true} or {@code false}, the default): at most as many tasks as
- *       Spark's default parallelism, the groups merged
+ *   <li>{@code coalesce} ({@code true} or {@code false}, the default): in local mode, at most as
+ *       many tasks as Spark's default parallelism, the groups merged
  *       ({@link dev.mirrorflow.kafka.read.RangeGroups#coalesced}).</li>
  * </ul>
  * Option names are case-insensitive, as Spark's are.

@@ -263,9 +263,10 @@ abstract class SlotTransactions extends SlotState {
 
     /**
      * Aborts the open transaction and produces its slices again in a new one, their records read
-     * from the source again. A record the source no longer holds fails the write: the aborted
-     * transaction is gone, so the task's retry reads the range from its resume position and
-     * finds the loss (or the compaction) the way a first read does.
+     * from the source again (one read of every partition the transaction touched). A record
+     * the source no longer holds fails the write: the aborted transaction is gone, so the
+     * task's retry reads the range from its resume position and finds the loss (or the
+     * compaction) the way a first read does.
      */
     private void rewrite() {
         if (pending == null) {
@@ -278,9 +279,17 @@ abstract class SlotTransactions extends SlotState {
         } catch (KafkaException e) {
             throw transactionFailed(e);
         }
+        Map<TopicPartition, long[]> spans = new LinkedHashMap<>();
+        for (Slice slice : pending) {
+            long[] span = spans.computeIfAbsent(slice.range.task.sourcePartition(),
+                    tp -> new long[] {slice.firstUpstream(), slice.lastUpstream()});
+            span[0] = Math.min(span[0], slice.firstUpstream());
+            span[1] = Math.max(span[1], slice.lastUpstream());
+        }
+        Map<TopicPartition, List<ConsumerRecord<byte[], byte[]>>> read = source.read(spans);
         List<List<ConsumerRecord<byte[], byte[]>>> again = new ArrayList<>();
         for (Slice slice : pending) {
-            again.add(readAgain(slice));
+            again.add(readAgain(slice, read.getOrDefault(slice.range.task.sourcePartition(), List.of())));
         }
         begin();
         for (int i = 0; i < pending.size(); i++) {
@@ -291,14 +300,28 @@ abstract class SlotTransactions extends SlotState {
         pending = null;
     }
 
-    /** The slice's records, read from the source again: exactly the upstream offsets it held. */
-    private List<ConsumerRecord<byte[], byte[]>> readAgain(Slice slice) {
+    /**
+     * The slice's records among its partition's records read again (in offset order): exactly
+     * the upstream offsets it held.
+     */
+    private static List<ConsumerRecord<byte[], byte[]>> readAgain(Slice slice, List<ConsumerRecord<byte[], byte[]>> read) {
         WriteTask task = slice.range.task;
         List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>(slice.size());
-        for (ConsumerRecord<byte[], byte[]> record : source.read(task.topic(), task.partition(),
-                slice.firstUpstream(), slice.lastUpstream())) {
-            if (out.size() < slice.size() && record.offset() == slice.upstream(out.size())) {
-                out.add(record);
+        int lo = 0;
+        int hi = read.size();
+        while (lo < hi) {  // the first record at or past the slice's first offset
+            int mid = (lo + hi) >>> 1;
+            if (read.get(mid).offset() < slice.firstUpstream()) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        for (int i = lo; i < read.size() && out.size() < slice.size(); i++) {
+            if (read.get(i).offset() == slice.upstream(out.size())) {
+                out.add(read.get(i));
+            } else if (read.get(i).offset() > slice.upstream(out.size())) {
+                break;
             }
         }
         if (out.size() < slice.size()) {

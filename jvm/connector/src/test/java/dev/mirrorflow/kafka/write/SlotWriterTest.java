@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.lang.reflect.Proxy;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -184,11 +185,15 @@ class SlotWriterTest {
     }
 
     /** The source the tests' records come from, read again: every offset holds {@link #record} at timestamp 1. */
-    private static List<ConsumerRecord<byte[], byte[]>> source(String topic, int partition, long from, long to) {
-        List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
-        for (long offset = from; offset <= to; offset++) {
-            out.add(record(topic, partition, offset, 1));
-        }
+    private static Map<TopicPartition, List<ConsumerRecord<byte[], byte[]>>> source(Map<TopicPartition, long[]> spans) {
+        Map<TopicPartition, List<ConsumerRecord<byte[], byte[]>>> out = new HashMap<>();
+        spans.forEach((tp, span) -> {
+            List<ConsumerRecord<byte[], byte[]>> records = new ArrayList<>();
+            for (long offset = span[0]; offset <= span[1]; offset++) {
+                records.add(record(tp.topic(), tp.partition(), offset, 1));
+            }
+            out.put(tp, records);
+        });
         return out;
     }
 
@@ -476,11 +481,12 @@ class SlotWriterTest {
 
     @Test
     void aTransactionIsWrittenAgainFromTheSourceAndFailsWhereTheSourceLostARecord() {
-        List<Long> reads = new ArrayList<>();
-        SourceRecords compacted = (topic, partition, from, to) -> {
-            reads.add(from);
-            reads.add(to);
-            return source(topic, partition, from, to).stream().filter(r -> r.offset() != 2).toList();
+        List<String> reads = new ArrayList<>();
+        SourceRecords compacted = spans -> {
+            spans.forEach((tp, span) -> reads.add(tp + " " + span[0] + ".." + span[1]));
+            Map<TopicPartition, List<ConsumerRecord<byte[], byte[]>>> out = source(spans);
+            out.replaceAll((tp, records) -> records.stream().filter(r -> r.offset() != 2).toList());
+            return out;
         };
         SlotWriter writer = new SlotWriter(List.of(task("orders", 0, 0, 10, 100_000)), CONFIG, Map.of(),
                 new Clients(new Flaky(1)), (t, p) -> 0, compacted, t -> SourceDigest.NONE);
@@ -489,7 +495,7 @@ class SlotWriterTest {
             writer.write(record("orders", 0, offset, 1));
         }
         WriteException e = assertThrows(WriteException.class, () -> writer.write(record("orders", 0, 5, 1)));
-        assertEquals(List.of(0L, 5L), reads);  // the aborted transaction's offsets, read once
+        assertEquals(List.of("orders-0 0..5"), reads);  // the aborted transaction's offsets, read once
         assertEquals("writing orders[0] -> a.orders[0]: upstream offset 2 of an aborted transaction is no longer on "
                 + "the source to be written again (retention or compaction since it was read); nothing of the "
                 + "transaction was committed, and the task's retry reads the range again from its resume position",
