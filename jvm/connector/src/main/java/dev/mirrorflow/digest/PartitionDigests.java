@@ -1,8 +1,8 @@
 package dev.mirrorflow.digest;
 
-import java.util.LinkedHashMap;
 import java.util.Map;
 
+import dev.mirrorflow.kafka.read.PerPartition;
 import dev.mirrorflow.kafka.write.SchemaIds;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.TopicPartition;
@@ -16,10 +16,8 @@ import org.apache.kafka.common.TopicPartition;
  */
 public final class PartitionDigests {
 
-    private final Map<TopicPartition, DigestSums> sums = new LinkedHashMap<>();
+    private final PerPartition<DigestSums> sums = new PerPartition<>(DigestSums::new);
     private final SchemaIds ids;
-    private TopicPartition lastPartition;
-    private DigestSums lastSums;
 
     /**
      * @param ids a schema registry transfer's ids mapped back to the source's before each record
@@ -33,19 +31,11 @@ public final class PartitionDigests {
     public void add(ConsumerRecord<byte[], byte[]> record) {
         long digest = RecordDigest.withoutTimestamp(ids.mapped(record.topic(), "key", record.key()),
                 ids.mapped(record.topic(), "value", record.value()), RecordDigest.headers(record), true);
-        of(record.topic(), record.partition()).add(digest, record.timestamp() * 1000L, record.offset());
+        sums.of(record).add(digest, record.timestamp() * 1000L, record.offset());
     }
 
     /** Each partition that had a record, with its sums, in the order first seen. */
     public Map<TopicPartition, DigestSums> sums() {
-        return sums;
-    }
-
-    private DigestSums of(String topic, int partition) {
-        if (lastPartition == null || lastPartition.partition() != partition || !lastPartition.topic().equals(topic)) {
-            lastPartition = new TopicPartition(topic, partition);
-            lastSums = sums.computeIfAbsent(lastPartition, tp -> new DigestSums());
-        }
-        return lastSums;
+        return sums.all();
     }
 }

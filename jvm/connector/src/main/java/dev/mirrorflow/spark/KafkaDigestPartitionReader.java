@@ -1,6 +1,6 @@
 package dev.mirrorflow.spark;
 
-import java.util.Iterator;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
@@ -12,18 +12,17 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * One task's reader of a {@code digests} read: it reads its whole group of ranges with one
- * consumer, as {@link KafkaRangePartitionReader} does, and gives a row per partition that had
- * records, of {@link #SCHEMA}: the proof's sums of that partition ({@link PartitionDigests}).
+ * One task's reader of a {@code digests} read ({@link SummaryPartitionReader}): a row per
+ * partition that had records, of {@link #SCHEMA}: the proof's sums of that partition
+ * ({@link PartitionDigests}).
  */
-final class KafkaDigestPartitionReader implements PartitionReader<InternalRow> {
+final class KafkaDigestPartitionReader extends SummaryPartitionReader {
 
     /** A row per partition read: {@code topic, partition, records, xor, xor_no_ts, first, last}. */
     static final StructType SCHEMA = new StructType(new StructField[] {
@@ -36,45 +35,28 @@ final class KafkaDigestPartitionReader implements PartitionReader<InternalRow> {
         DataTypes.createStructField("last", DataTypes.LongType, false),
     });
 
-    private final KafkaRangePartitionReader records;
     private final SchemaIds ids;
-    private Iterator<Map.Entry<TopicPartition, DigestSums>> rows;
-    private InternalRow row;
 
     KafkaDigestPartitionReader(List<TopicRange> ranges, Map<String, String> kafka, long pollTimeoutMs,
                                long timeoutMs, SchemaIds ids) {
-        records = new KafkaRangePartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs);
+        super(ranges, kafka, pollTimeoutMs, timeoutMs);
         this.ids = ids;
     }
 
     @Override
-    public boolean next() {
-        if (rows == null) {
-            PartitionDigests digests = new PartitionDigests(ids);
-            ConsumerRecord<byte[], byte[]> record;
-            while ((record = records.nextRecord()) != null) {
-                digests.add(record);
-            }
-            rows = digests.sums().entrySet().iterator();
+    List<InternalRow> summarize(KafkaRangePartitionReader records) {
+        PartitionDigests digests = new PartitionDigests(ids);
+        ConsumerRecord<byte[], byte[]> record;
+        while ((record = records.nextRecord()) != null) {
+            digests.add(record);
         }
-        if (!rows.hasNext()) {
-            return false;
+        List<InternalRow> out = new ArrayList<>();
+        for (Map.Entry<TopicPartition, DigestSums> entry : digests.sums().entrySet()) {
+            DigestSums sums = entry.getValue();
+            out.add(new GenericInternalRow(new Object[] {
+                UTF8String.fromString(entry.getKey().topic()), entry.getKey().partition(), sums.records(), sums.xor(),
+                sums.xorNoTs(), sums.first(), sums.last()}));
         }
-        Map.Entry<TopicPartition, DigestSums> next = rows.next();
-        DigestSums sums = next.getValue();
-        row = new GenericInternalRow(new Object[] {
-            UTF8String.fromString(next.getKey().topic()), next.getKey().partition(), sums.records(), sums.xor(),
-            sums.xorNoTs(), sums.first(), sums.last()});
-        return true;
-    }
-
-    @Override
-    public InternalRow get() {
-        return row;
-    }
-
-    @Override
-    public void close() {
-        records.close();
+        return out;
     }
 }

@@ -1,11 +1,10 @@
 package dev.mirrorflow.spark;
 
 import java.util.ArrayList;
-import java.util.Iterator;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
+import dev.mirrorflow.kafka.read.PerPartition;
 import dev.mirrorflow.kafka.read.TopicRange;
 import dev.mirrorflow.kafka.write.WireIds;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -13,21 +12,19 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
-import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * One task's reader of a {@code schemaIdScan} read: it reads its whole group of ranges with one
- * consumer, as {@link KafkaRangePartitionReader} does, and gives a row per partition that had
- * records and per part scanned, of {@link #SCHEMA}: the schema ids found and the first record
- * not in the wire format ({@link WireIds}). A row per partition, no row per record: the
- * driver's scan of a schema transfer's ranges costs a read, not a read and a Spark SQL
- * aggregation of every record.
+ * One task's reader of a {@code schemaIdScan} read ({@link SummaryPartitionReader}): a row per
+ * partition that had records and per part scanned, of {@link #SCHEMA}: the schema ids found and
+ * the first record not in the wire format ({@link WireIds}). A row per partition, no row per
+ * record: the driver's scan of a schema transfer's ranges costs a read, not a read and a Spark
+ * SQL aggregation of every record.
  */
-final class KafkaIdScanPartitionReader implements PartitionReader<InternalRow> {
+final class KafkaIdScanPartitionReader extends SummaryPartitionReader {
 
     /** {@code topic, partition, part, ids, refused_offset, refused_length, refused_first}. */
     static final StructType SCHEMA = new StructType(new StructField[] {
@@ -40,50 +37,31 @@ final class KafkaIdScanPartitionReader implements PartitionReader<InternalRow> {
         DataTypes.createStructField("refused_first", DataTypes.IntegerType, true),
     });
 
-    private final KafkaRangePartitionReader records;
     private final List<String> parts;
-    private Iterator<InternalRow> rows;
-    private InternalRow row;
 
     KafkaIdScanPartitionReader(List<TopicRange> ranges, Map<String, String> kafka, long pollTimeoutMs,
                                long timeoutMs, List<String> parts) {
-        records = new KafkaRangePartitionReader(ranges, kafka, pollTimeoutMs, timeoutMs);
+        super(ranges, kafka, pollTimeoutMs, timeoutMs);
         this.parts = parts;
     }
 
     @Override
-    public boolean next() {
-        if (rows == null) {
-            rows = scan().iterator();
-        }
-        if (!rows.hasNext()) {
-            return false;
-        }
-        row = rows.next();
-        return true;
-    }
-
-    private List<InternalRow> scan() {
+    List<InternalRow> summarize(KafkaRangePartitionReader records) {
         boolean keys = parts.contains("key");
         boolean values = parts.contains("value");
-        Map<TopicPartition, WireIds[]> found = new LinkedHashMap<>();
-        TopicPartition last = null;
-        WireIds[] current = null;
+        PerPartition<WireIds[]> found = new PerPartition<>(() -> new WireIds[] {new WireIds(), new WireIds()});
         ConsumerRecord<byte[], byte[]> record;
         while ((record = records.nextRecord()) != null) {
-            if (last == null || record.partition() != last.partition() || !record.topic().equals(last.topic())) {
-                last = new TopicPartition(record.topic(), record.partition());
-                current = found.computeIfAbsent(last, tp -> new WireIds[] {new WireIds(), new WireIds()});
-            }
+            WireIds[] ids = found.of(record);
             if (keys) {
-                current[0].add(record.offset(), record.key());
+                ids[0].add(record.offset(), record.key());
             }
             if (values) {
-                current[1].add(record.offset(), record.value());
+                ids[1].add(record.offset(), record.value());
             }
         }
         List<InternalRow> out = new ArrayList<>();
-        for (Map.Entry<TopicPartition, WireIds[]> entry : found.entrySet()) {
+        for (Map.Entry<TopicPartition, WireIds[]> entry : found.all().entrySet()) {
             for (String part : parts) {
                 WireIds ids = entry.getValue()["key".equals(part) ? 0 : 1];
                 out.add(new GenericInternalRow(new Object[] {
@@ -93,15 +71,5 @@ final class KafkaIdScanPartitionReader implements PartitionReader<InternalRow> {
             }
         }
         return out;
-    }
-
-    @Override
-    public InternalRow get() {
-        return row;
-    }
-
-    @Override
-    public void close() {
-        records.close();
     }
 }

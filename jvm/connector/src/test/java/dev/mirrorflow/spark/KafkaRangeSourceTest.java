@@ -30,6 +30,7 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.junit.jupiter.api.Test;
 
@@ -99,61 +100,60 @@ class KafkaRangeSourceTest {
         }
     }
 
-    @Test
-    void aDigestsReadGivesThePartitionsSums() throws Exception {
+    /**
+     * A summarising read with {@code given}: its schema, columns and description, and a task of
+     * empty ranges whose reader, of class {@code reader}, gives no row (no partition had records).
+     */
+    private static void summaryRead(Map<String, String> given, StructType schema, List<String> columns,
+                                    String description, Class<?> reader) throws Exception {
         KafkaRangeSource source = new KafkaRangeSource();
-        Map<String, String> given = new java.util.HashMap<>(OPTIONS);
-        given.put("Digests", "true");
         CaseInsensitiveStringMap options = new CaseInsensitiveStringMap(given);
-        assertEquals(KafkaDigestPartitionReader.SCHEMA, source.inferSchema(options));
+        assertEquals(schema, source.inferSchema(options));
         SupportsRead table = (SupportsRead) source.getTable(source.inferSchema(options), new Transform[0], given);
-        assertEquals(List.of("topic", "partition", "records", "xor", "xor_no_ts", "first", "last"),
-                java.util.Arrays.stream(table.columns()).map(Column::name).toList());
+        assertEquals(columns, java.util.Arrays.stream(table.columns()).map(Column::name).toList());
         Scan scan = table.newScanBuilder(options).build();
-        assertEquals(KafkaDigestPartitionReader.SCHEMA, scan.readSchema());
-        assertEquals("mirrorflow-kafka [2 groups, 3 ranges, digests]", scan.description());
+        assertEquals(schema, scan.readSchema());
+        assertEquals(description, scan.description());
         Batch batch = scan.toBatch();
         PartitionReaderFactory factory = roundTrip(batch.createReaderFactory());
-        try (PartitionReader<InternalRow> reader = factory.createReader(batch.planInputPartitions()[1])) {
-            assertTrue(reader instanceof KafkaDigestPartitionReader);
-            assertFalse(reader.next());  // empty ranges: no partition had records
+        try (PartitionReader<InternalRow> empty = factory.createReader(batch.planInputPartitions()[1])) {
+            assertTrue(reader.isInstance(empty));
+            assertFalse(empty.next());
         }
+    }
+
+    /** The one-line message of the table refused for {@code given}. */
+    private static String refusedTable(Map<String, String> given) {
+        return org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> new KafkaRangeSource().getTable(KafkaRecordRows.SCHEMA, new Transform[0], given)).getMessage();
+    }
+
+    @Test
+    void aDigestsReadGivesThePartitionsSums() throws Exception {
+        Map<String, String> given = new java.util.HashMap<>(OPTIONS);
+        given.put("Digests", "true");
+        summaryRead(given, KafkaDigestPartitionReader.SCHEMA,
+                List.of("topic", "partition", "records", "xor", "xor_no_ts", "first", "last"),
+                "mirrorflow-kafka [2 groups, 3 ranges, digests]", KafkaDigestPartitionReader.class);
         given.remove("Digests");
         given.put("digests", "yes");
-        IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
-                () -> source.getTable(KafkaRecordRows.SCHEMA, new Transform[0], given));
-        assertEquals("option 'digests' must be true or false, got 'yes'", e.getMessage());
+        assertEquals("option 'digests' must be true or false, got 'yes'", refusedTable(given));
     }
 
     @Test
     void aSchemaIdScanGivesEachPartitionsIds() throws Exception {
-        KafkaRangeSource source = new KafkaRangeSource();
         Map<String, String> given = new java.util.HashMap<>(OPTIONS);
         given.put("SchemaIdScan", "value, key");
-        CaseInsensitiveStringMap options = new CaseInsensitiveStringMap(given);
-        assertEquals(KafkaIdScanPartitionReader.SCHEMA, source.inferSchema(options));
-        SupportsRead table = (SupportsRead) source.getTable(source.inferSchema(options), new Transform[0], given);
-        assertEquals(List.of("topic", "partition", "part", "ids", "refused_offset", "refused_length", "refused_first"),
-                java.util.Arrays.stream(table.columns()).map(Column::name).toList());
-        Scan scan = table.newScanBuilder(options).build();
-        assertEquals("mirrorflow-kafka [2 groups, 3 ranges, schemaIdScan value,key]", scan.description());
-        Batch batch = scan.toBatch();
-        PartitionReaderFactory factory = roundTrip(batch.createReaderFactory());
-        try (PartitionReader<InternalRow> reader = factory.createReader(batch.planInputPartitions()[1])) {
-            assertTrue(reader instanceof KafkaIdScanPartitionReader);
-            assertFalse(reader.next());  // empty ranges: no partition had records
-        }
+        summaryRead(given, KafkaIdScanPartitionReader.SCHEMA,
+                List.of("topic", "partition", "part", "ids", "refused_offset", "refused_length", "refused_first"),
+                "mirrorflow-kafka [2 groups, 3 ranges, schemaIdScan value,key]", KafkaIdScanPartitionReader.class);
         given.put("digests", "true");
-        IllegalArgumentException both = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
-                () -> source.getTable(KafkaRecordRows.SCHEMA, new Transform[0], given));
         assertEquals("options 'digests' and 'schemaIdScan' exclude each other: a read gives sums or ids, not both",
-                both.getMessage());
+                refusedTable(given));
         given.remove("digests");
         given.put("SchemaIdScan", "value,headers");
-        IllegalArgumentException bad = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
-                () -> source.getTable(KafkaRecordRows.SCHEMA, new Transform[0], given));
         assertEquals("option 'schemaIdScan' must name key, value or both, each once (comma-separated), got "
-                + "'value,headers'", bad.getMessage());
+                + "'value,headers'", refusedTable(given));
     }
 
     @Test
