@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -238,6 +239,56 @@ def test_a_small_plan_gets_as_few_write_slots_as_its_offsets_and_ranges_need() -
                          "a->b.mirrorflow.write.tasks = 3\n").flow("a->b")
     assert write_slots(tuned, [1] * 8) == 3
     assert write_slots(tuned, [1, 1]) == 2
+
+
+def test_offsets_ask_for_no_more_slots_than_sparks_cores_unless_write_tasks_is_set() -> None:
+    """Where Spark's cores are known, a backlog's offsets get a slot per core (8 slots on
+    2 cores ran in four waves, each with its own clients); the ranges' own count still
+    asks for its slots; a mirrorflow.write.tasks the config sets is taken as it is."""
+    base = ("clusters = a, b\na.bootstrap.servers = a:9092\nb.bootstrap.servers = b:9092\n"
+            "a->b.enabled = true\n")
+    flow = parse_config(base).flow("a->b")
+    assert write_slots(flow, [250_000] * 8, cores=2) == 2
+    assert write_slots(flow, [250_000] * 8, cores=16) == 8
+    assert write_slots(flow, [1] * 8, cores=2) == 1
+    assert write_slots(flow, [1] * 10_000, cores=2) == 8
+    assert write_slots(flow, [1] * 1_500, cores=1) == 3
+    set_to_8 = parse_config(base + "mirrorflow.write.tasks = 8\n").flow("a->b")
+    assert write_slots(set_to_8, [250_000] * 8, cores=2) == 8
+
+
+def test_sparks_cores_are_known_from_a_local_master_only() -> None:
+    """local[N], local and local[*] (this process's cores), a Connect server on a loopback
+    address (this machine's); a cluster's or a remote server's are not known."""
+    from mirrorflow.spark.session import machine_cores, spark_cores
+
+    assert machine_cores() == len(os.sched_getaffinity(0))
+    assert [spark_cores(m) for m in ("local", "local[3]", "local[4,2]", "local[*]")] == [
+        1, 3, 4, machine_cores()]
+    assert spark_cores("sc://127.0.0.1:15002/;session_id=x") == machine_cores()
+    assert spark_cores("sc://localhost") == machine_cores()
+    assert [spark_cores(m) for m in ("sc://spark.example:15002", "yarn", "spark://h:7077",
+                                     "k8s://https://k:443", "local-cluster[2,1,1024]")] == [
+        None] * 5
+
+
+def test_a_dags_plan_counts_the_cores_of_its_spark_connection(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan task knows Spark's cores from the flow's connection, as the mirror task
+    will run it: a local master's, a loopback Connect server's; not a cluster's, nor a
+    missing connection's (the mirror task names that)."""
+    from mirrorflow.airflow.operators import plan_limits
+    from mirrorflow.dev.connect_server import airflow_connection
+    from mirrorflow.spark.session import machine_cores
+
+    monkeypatch.setenv("AIRFLOW_CONN_MF_LOCAL3", '{"conn_type": "spark", "host": "local[3]"}')
+    monkeypatch.setenv("AIRFLOW_CONN_MF_YARN", '{"conn_type": "spark", "host": "yarn"}')
+    monkeypatch.setenv("AIRFLOW_CONN_MF_CONNECT", airflow_connection("127.0.0.1", 15002))
+    assert plan_limits({"topics": ["t"]}, "mf_local3") == {
+        "only_topics": ["t"], "max_records": None, "cores": 3}
+    assert plan_limits({}, "mf_yarn")["cores"] is None
+    assert plan_limits({}, "mf_connect")["cores"] == machine_cores()
+    assert plan_limits({}, "mf_missing")["cores"] is None
 
 
 def test_remote_topics_are_created_and_grown_in_requests_a_kraft_controller_accepts() -> None:

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mirrorflow import heap
 from mirrorflow.checkpoint import checkpoints
 from mirrorflow.checkpoint.remote import topic_names
 from mirrorflow.config.loader import load_config
@@ -45,7 +46,7 @@ from mirrorflow.spark.job import (
     run_steps,
 )
 from mirrorflow.spark.mirror import MirrorJobError
-from mirrorflow.spark.session import flow_session_key, get_session, is_connect
+from mirrorflow.spark.session import flow_session_key, get_session, is_connect, spark_cores
 from mirrorflow.spark.submit import classic_environment, driver_class_archive, submit_command
 
 log = logging.getLogger(__name__)
@@ -410,11 +411,12 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
     # seconds apart); what one of them alters is described again.
     with FlowLease(config, flow, run_id), topic_sync.shared_descriptions():
         beat = heartbeats.emit(config, flow) if heartbeats.emits(config, flow) else None
+        master = master or flow.get("mirrorflow.spark.master")
         plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
-                                 max_records=max_records)
+                                 max_records=max_records,
+                                 cores=None if spark is not None else spark_cores(master))
         progress.note(describe_plan(plan, resumed))
         validation, result = None, None
-        master = master or flow.get("mirrorflow.spark.master")
         if plan.ranges:
             with WriteProgress(config, flow, plan, progress):
                 if spark is None and is_connect(master):
@@ -448,4 +450,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         finally:
             if validation is not None:
                 validation.wait_for_docs()
+            # What a run imports (Spark Connect's client, Great Expectations) lives as long
+            # as the process: out of the collector's sight for the runs after this one.
+            heap.freeze_once()
     return report

@@ -40,10 +40,32 @@ def imports_inherited() -> bool:
     return module is not None and os.getpid() != module.LOADED_BY
 
 
-def plan_limits(params: dict) -> dict:
-    """``plan_run``'s limits from a run's parameters (its topics, its cap per partition)."""
+def plan_limits(params: dict, conn_id: str) -> dict:
+    """``plan_run``'s limits from a run's parameters (its topics, its cap per partition)
+    and the cores of the Spark of connection ``conn_id``, where its master tells them
+    (:func:`~mirrorflow.spark.session.spark_cores`; a connection not there yet leaves
+    them unknown: the ``mirror`` task names it)."""
+    from airflow.exceptions import AirflowNotFoundException
+    from airflow.sdk import BaseHook
+
+    from mirrorflow.spark.session import spark_cores
+
+    try:
+        connection = BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        cores = None
+    else:
+        cores = spark_cores(connect_url(conn_id) if connection.conn_type == "spark_connect"
+                            else connection.host or "")
     return {"only_topics": params.get("topics") or None,
-            "max_records": params.get("max_records_per_partition")}
+            "max_records": params.get("max_records_per_partition"), "cores": cores}
+
+
+def connect_url(conn_id: str) -> str:
+    """The ``sc://`` URL of the provider's Spark Connect connection ``conn_id``."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    return SparkConnectHook(conn_id=conn_id).get_connection_url()
 
 
 class MirrorJobOperator(BaseOperator):
@@ -156,7 +178,7 @@ class MirrorJobOperator(BaseOperator):
         from mirrorflow.lease import FlowLease
         from mirrorflow.source.plan import plan_run
 
-        limits = plan_limits(context.get("params") or {})
+        limits = plan_limits(context.get("params") or {}, self.conn_id)
         earlier = repeat.kept(flow.name, self.run_id)
         while True:
             if validation is None or not validation.success or time.monotonic() >= until:
@@ -181,12 +203,10 @@ class MirrorJobOperator(BaseOperator):
 
     def _run_connected(self, config, flow, plan) -> None:
         """The job's steps as a client of the connection's server."""
-        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-
         from mirrorflow.spark.job import run_steps
         from mirrorflow.spark.session import flow_session_key, get_session
 
-        url = SparkConnectHook(conn_id=self.conn_id).get_connection_url()
+        url = connect_url(self.conn_id)
         self.log.info("mirroring plan %s on the Spark Connect server %s", plan.plan_id, url)
         session = get_session(url, session_key=flow_session_key(config, flow))
         run_steps(session, config, flow, plan, run_id=self.run_id)

@@ -70,7 +70,8 @@ def _dry_run(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) 
         starts = reset_starts(config, flow, params["reset"], params.get("reset_timestamp_ms"))
         log.info("dry run: a reset to %s would set the next offsets:\n%s", params["reset"],
                  "\n".join(f"{t}[{p}] {s}" for (t, p), s in sorted(starts.items())))
-    dry = build_plan(config, flow, run_id, dry_run=True, starts=starts, **plan_limits(params))
+    dry = build_plan(config, flow, run_id, dry_run=True, starts=starts,
+                     **plan_limits(params, flow.get("mirrorflow.spark.conn.id")))
     lines = [f"{r.topic}[{r.partition}] {r.start}..{r.end - 1} -> {r.remote_topic}"
              for r in dry.ranges]
     log.info("dry run, nothing written; the plan would be:\n%s", "\n".join(lines) or "empty")
@@ -88,7 +89,8 @@ def _plan(config: MirrorConfig, flow: FlowConfig, params: dict, run_id: str) -> 
         result = reset_positions(config, flow, params["reset"], params.get("reset_timestamp_ms"),
                                  run_id)
         log.warning("positions of %s reset to %s: %s", flow.name, result.mode, result.positions)
-    stored, resumed = plan_run(config, flow, run_id, **plan_limits(params))
+    stored, resumed = plan_run(config, flow, run_id,
+                               **plan_limits(params, flow.get("mirrorflow.spark.conn.id")))
     return {"plan_id": stored.plan_id, "resumed": resumed, "ranges": len(stored.ranges),
             "offsets": stored.offsets}
 

@@ -149,7 +149,10 @@ MIRRORFLOW_SPECS = [
         "slot's ranges stay in it for every attempt of the plan, so a retry fences each "
         "zombie. The proof reads the ranges in as many tasks (more where long ranges are "
         "split). More than Spark's cores costs a producer, a commit and a task's "
-        "scheduling per extra task; fewer leaves cores idle on few large ranges.",
+        "scheduling per extra task; fewer leaves cores idle on few large ranges. Left at "
+        "this default, a plan's offsets ask for no more slots than Spark's cores where "
+        "its master tells them: local[N], local[*] and a Spark Connect server on a "
+        "loopback address (this machine's cores).",
         origin="mirrorflow",
     ),
     PropertySpec(

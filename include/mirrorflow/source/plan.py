@@ -153,11 +153,13 @@ def _max_message_bytes(target: ClusterConfig, topics: list[str]) -> dict[str, in
 def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
                only_topics: Iterable[str] | None = None,
                max_records: int | None = None, dry_run: bool = False,
-               starts: Mapping[TopicPart, int] | None = None) -> Plan:
+               starts: Mapping[TopicPart, int] | None = None,
+               cores: int | None = None) -> Plan:
     """Plan every source partition from its committed position to its end (for the
     source's isolation level); ``only_topics`` narrows the flow's topics (its heartbeat
     topics always stay in). A dry run writes nothing: no remote topic is created.
-    ``starts`` (a dry run of a reset) plans those partitions from the offsets given."""
+    ``starts`` (a dry run of a reset) plans those partitions from the offsets given.
+    ``cores``: the Spark's that will mirror it, where known (:func:`write_slots`)."""
     topics = discover_topics(config, flow)
     policy = flow.policy()
     if only_topics is not None:
@@ -229,7 +231,7 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     return Plan(
         plan_id=f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}",
         flow=flow.name, run_id=run_id, created_ms=int(time.time() * 1000),
-        ranges=tuple(deal(ranges, write_slots(flow, [r.size for r in ranges]))),
+        ranges=tuple(deal(ranges, write_slots(flow, [r.size for r in ranges], cores))),
         gaps=tuple(gaps),
         topic_ids=ids, breaks=tuple(breaks),
         isolation=source.isolation_level(),

@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -65,6 +66,31 @@ _SESSION_CLOSED = "INVALID_HANDLE.SESSION_CLOSED"
 
 def is_connect(master: str) -> bool:
     return master.startswith("sc://")
+
+
+def spark_cores(master: str) -> int | None:
+    """The cores a run's Spark has where its master says so: ``local`` (1), ``local[N]``
+    and ``local[N,F]`` (N), ``local[*]`` and a Spark Connect server on a loopback address
+    (this machine's; :mod:`mirrorflow.dev.connect_server` runs ``local[*]``); None for a
+    cluster or a remote server, whose cores are not known when a run is planned."""
+    if master.startswith("sc://"):
+        from urllib.parse import urlparse
+
+        host = urlparse(master.split(";", 1)[0]).hostname or ""
+        return machine_cores() if is_loopback(host) else None
+    found = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master.strip())
+    if found is None:
+        return None
+    return machine_cores() if found.group(1) == "*" else int(found.group(1) or 1)
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (its affinity, as the JVM's
+    ``availableProcessors`` counts them for ``local[*]``)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def flow_session_url(master: str, key: str, now: float | None = None) -> str:
