@@ -409,7 +409,7 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
     run_id = run_id or f"manual__{time.strftime('%Y%m%dT%H%M%S')}_{uuid.uuid4().hex[:6]}"
     # The run's steps share their descriptions of topic configs (plan, mirror and proof,
     # seconds apart); what one of them alters is described again.
-    with FlowLease(config, flow, run_id), topic_sync.shared_descriptions():
+    with heap.run_scope(), FlowLease(config, flow, run_id), topic_sync.shared_descriptions():
         beat = heartbeats.emit(config, flow) if heartbeats.emits(config, flow) else None
         master = master or flow.get("mirrorflow.spark.master")
         plan, resumed = plan_run(config, flow, run_id, only_topics=only_topics,
@@ -450,7 +450,4 @@ def run_cycle(config_path: str | Path, flow_name: str, *, run_id: str | None = N
         finally:
             if validation is not None:
                 validation.wait_for_docs()
-            # What a run imports (Spark Connect's client, Great Expectations) lives as long
-            # as the process: out of the collector's sight for the runs after this one.
-            heap.freeze_once()
     return report

@@ -81,6 +81,12 @@ class MirrorJobOperator(BaseOperator):
         self._hook = None
 
     def execute(self, context: Any) -> dict:
+        from mirrorflow import heap
+
+        with heap.run_scope():
+            return self._execute(context)
+
+    def _execute(self, context: Any) -> dict:
         from mirrorflow.config.loader import load_config
         from mirrorflow.source.plan_records import PlanNotPendingError
         from mirrorflow.source.plan_store import PlanStore

@@ -28,12 +28,14 @@ log = logging.getLogger(__name__)
 def _leased(config_file: str, flow_name: str, run_id: str
             ) -> Iterator[tuple[MirrorConfig, FlowConfig]]:
     """The config and flow, with the flow's lease held for ``run_id`` (one writer at a
-    time, even beside a ``mirrorflow run`` or another deployment)."""
+    time, even beside a ``mirrorflow run`` or another deployment), in a run's heap scope
+    (:func:`mirrorflow.heap.run_scope`)."""
+    from mirrorflow import heap
     from mirrorflow.lease import FlowLease
 
     config = load_config(config_file)
     flow = config.flow(flow_name)
-    with FlowLease(config, flow, run_id):
+    with heap.run_scope(), FlowLease(config, flow, run_id):
         yield config, flow
 
 
