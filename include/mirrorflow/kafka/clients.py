@@ -352,26 +352,39 @@ def ensure_topic(cluster: ClusterConfig, topic: str, partitions: int,
                  config: dict[str, str] | None = None) -> bool:
     """Create ``topic`` unless it exists. Returns True when this call created it; a
     refusal is a :class:`TopicCreationError` naming the cluster, topic and request."""
-    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
 
-    if describe_topics(cluster, [topic], timeout):
-        return False
-    future = admin_client(cluster).create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
-                  config=config or {})],
-        operation_timeout=timeout, request_timeout=timeout,
-    )[topic]
-    try:
-        answer(future, cluster, f"creating topic {topic!r}", timeout)
-    except KafkaException as exc:
-        if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            return False
-        raise TopicCreationError(
-            f"cluster {cluster.alias!r}: cannot create topic {topic!r} ({partitions} "
-            f"partitions, replication factor {replication_factor}): {exc.args[0].str()}"
-        ) from None
-    return True
+    return bool(ensure_topics(cluster, [NewTopic(topic, num_partitions=partitions,
+                                                 replication_factor=replication_factor,
+                                                 config=config or {})], timeout))
+
+
+def ensure_topics(cluster: ClusterConfig, topics: list[Any], timeout: float = 15.0
+                  ) -> set[str]:
+    """Create those of ``topics`` (each a ``NewTopic``) that do not exist: one describe
+    request, then one create request for the missing. Returns the names this call
+    created; a refusal is a :class:`TopicCreationError` naming the cluster, topic and
+    request."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    found = describe_topics(cluster, [t.topic for t in topics], timeout)
+    missing = [t for t in topics if t.topic not in found]
+    if not missing:
+        return set()
+    created = set()
+    futures = admin_client(cluster).create_topics(missing, operation_timeout=timeout,
+                                                  request_timeout=timeout)
+    for new in missing:
+        try:
+            answer(futures[new.topic], cluster, f"creating topic {new.topic!r}", timeout)
+            created.add(new.topic)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise TopicCreationError(
+                    f"cluster {cluster.alias!r}: cannot create topic {new.topic!r} "
+                    f"({new.num_partitions} partitions, replication factor "
+                    f"{new.replication_factor}): {exc.args[0].str()}") from None
+    return created
 
 
 def describe_topics(cluster: ClusterConfig, topics: list[str],
