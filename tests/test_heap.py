@@ -28,3 +28,22 @@ def test_a_run_scope_pauses_automatic_collections_and_freezes_once() -> None:
         assert not gc.isenabled()  # a caller's own choice stays
     finally:
         gc.enable()
+
+
+def test_between_runs_collects_what_the_runs_before_left_within_the_scope() -> None:
+    """A repeating mirror task's cycles share one scope: between them, the cyclic garbage
+    of the cycles before is collected, and collection stays paused."""
+    import weakref
+
+    class Node:
+        pass
+
+    with heap.run_scope():
+        node = Node()
+        node.me = node  # a cycle: reference counting alone never frees it
+        gone = weakref.ref(node)
+        del node
+        assert gone() is not None
+        heap.between_runs()
+        assert gone() is None
+        assert not gc.isenabled()

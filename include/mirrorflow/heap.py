@@ -46,3 +46,14 @@ def run_scope() -> Iterator[None]:
         if enabled:
             gc.enable()
         freeze_once()
+
+
+def between_runs() -> None:
+    """Within one scope that runs several (a repeating ``mirror`` task's cycles, for
+    ``mirrorflow.mirror.repeat.seconds``): what the runs before left, collected now, so
+    that a long window does not keep each cycle's garbage; the first time, the imports
+    frozen instead (:func:`freeze_once`, which collects too)."""
+    if _frozen:
+        gc.collect()
+    else:
+        freeze_once()

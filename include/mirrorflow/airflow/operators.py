@@ -179,7 +179,7 @@ class MirrorJobOperator(BaseOperator):
         that failed, the last plan is left to the tasks after this one (``validate``,
         ``commit`` and the syncs), as a run's one plan is; an empty plan ends the cycles
         early (the commit closes it). The task's XCom names that last plan."""
-        from mirrorflow import repeat
+        from mirrorflow import heap, repeat
         from mirrorflow.airflow import assets
         from mirrorflow.lease import FlowLease
         from mirrorflow.source.plan import plan_run
@@ -201,6 +201,7 @@ class MirrorJobOperator(BaseOperator):
                           done["plan_id"], done["records"])
             planned = {"plan_id": plan.plan_id, "resumed": resumed, "ranges": len(plan.ranges)}
             self.log.info("plan %s: %d ranges", plan.plan_id, len(plan.ranges))
+            heap.between_runs()
             if not plan.ranges:
                 self._close_empty(config, flow, store, plan.plan_id)
                 assets.publish(flow, self.run_id, context["outlet_events"])
