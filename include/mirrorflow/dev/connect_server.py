@@ -18,11 +18,16 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 from mirrorflow.dev.processes import terminate
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.spark.session import SPARK_CONF, connector_jars, is_connect, is_loopback
+from mirrorflow.spark.session import (
+    SPARK_CONF,
+    connect_address,
+    connector_jars,
+    is_connect,
+    is_loopback,
+)
 from mirrorflow.spark.submit import spark_submit_binary
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -98,10 +103,10 @@ def local_server(master: str, state_dir: Path) -> ConnectServer | None:
     an ``sc://`` address on loopback."""
     if not is_connect(master):
         return None
-    address = urlparse(master.split(";", 1)[0])
-    if not address.hostname or not is_loopback(address.hostname):
+    host, port = connect_address(master)
+    if not host or not is_loopback(host):
         return None
-    return ConnectServer(address.hostname, address.port or 15002, state_dir)
+    return ConnectServer(host, port, state_dir)
 
 
 def start(server: ConnectServer, timeout: float = READY_TIMEOUT_S) -> int:

@@ -68,16 +68,26 @@ def is_connect(master: str) -> bool:
     return master.startswith("sc://")
 
 
+# Spark Connect's port where an sc:// URL names none.
+CONNECT_PORT = 15002
+
+
+def connect_address(master: str) -> tuple[str | None, int]:
+    """The host (None where none) and port of an ``sc://`` master, without its parameters
+    (``;session_id=...``)."""
+    from urllib.parse import urlparse
+
+    url = urlparse(master.split(";", 1)[0])
+    return url.hostname, url.port or CONNECT_PORT
+
+
 def spark_cores(master: str) -> int | None:
     """The cores a run's Spark has where its master says so: ``local`` (1), ``local[N]``
     and ``local[N,F]`` (N), ``local[*]`` and a Spark Connect server on a loopback address
     (this machine's; :mod:`mirrorflow.dev.connect_server` runs ``local[*]``); None for a
     cluster or a remote server, whose cores are not known when a run is planned."""
-    if master.startswith("sc://"):
-        from urllib.parse import urlparse
-
-        host = urlparse(master.split(";", 1)[0]).hostname or ""
-        return machine_cores() if is_loopback(host) else None
+    if is_connect(master):
+        return machine_cores() if is_loopback(connect_address(master)[0] or "") else None
     found = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master.strip())
     if found is None:
         return None
@@ -182,11 +192,9 @@ def check_connect_server(master: str, timeout: float = 10.0) -> None:
     """Fail at once, naming the URL, when nothing accepts connections at a Spark Connect
     master (the client would otherwise retry its first call for minutes)."""
     import socket
-    from urllib.parse import urlparse
 
-    url = urlparse(master.split(";", 1)[0])
     try:
-        socket.create_connection((url.hostname, url.port or 15002), timeout).close()
+        socket.create_connection(connect_address(master), timeout).close()
     except OSError as exc:
         raise SparkConnectUnavailableError(
             f"the Spark Connect server {master.split(';', 1)[0]} does not answer: "
