@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -361,3 +362,61 @@ def test_latest_reset_starts_new_partitions_at_their_end_and_none_refuses(
     assert str(info.value).startswith(
         "source later[0] is a topic new to the flow and has no position, and "
         "a->b.source.consumer.auto.offset.reset = none starts no partition")
+
+
+def test_a_first_plan_creates_its_state_topics_before_its_remote_topics(
+        setup, monkeypatch) -> None:
+    """A broker opens new partitions in the order they were created: the run's state topics
+    go first, so that its plan's save does not wait for thousands of remote partitions.
+    A plan that creates nothing asks nothing of them."""
+    from confluent_kafka.admin import AdminClient
+
+    config, a, b = setup
+    requests: list[list[str]] = []
+    create = AdminClient.create_topics
+
+    def recording(admin, new_topics, **kwargs):
+        requests.append([t.topic for t in new_topics])
+        return create(admin, new_topics, **kwargs)
+
+    monkeypatch.setattr(AdminClient, "create_topics", recording)
+    flow = config.flow("a->b")
+    build_plan(config, flow, "run-1")
+    state = {"mirrorflow-plans.a.internal", "mirrorflow-spans.a.internal",
+             "mm2-offsets.a.internal", "mirrorflow-history.a.internal",
+             "mm2-offset-syncs.b.internal"}
+    assert [sorted(r) for r in requests] == [sorted(state - {"mm2-offset-syncs.b.internal"}),
+                                           ["mm2-offset-syncs.b.internal"], ["a.orders"]]
+    assert state - {"mm2-offset-syncs.b.internal"} <= topics(b)
+    assert "mm2-offset-syncs.b.internal" in topics(a)  # MM2's default location: the source
+    requests.clear()
+    build_plan(config, flow, "run-2")
+    assert requests == []
+
+
+def test_a_plan_waits_for_its_new_partitions_asking_at_most_twice_a_second(
+        two_clusters, monkeypatch, caplog) -> None:
+    """The wait for the broker to open the partitions a plan created asks again at
+    doubling pauses up to half a second, and after its time leaves it to the producers,
+    naming the partition."""
+    from mirrorflow.kafka import watermarks
+    from mirrorflow.source import plan
+
+    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
+                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n")
+    pauses: list[float] = []
+    sleep = watermarks.time.sleep
+
+    def pause(seconds: float) -> None:  # this thread's: the module is the process's
+        if threading.current_thread() is threading.main_thread():
+            pauses.append(seconds)
+        sleep(seconds)
+
+    monkeypatch.setattr(watermarks.time, "sleep", pause)
+    monkeypatch.setattr(plan, "OPENED_TIMEOUT_S", 2.0)
+    with caplog.at_level(logging.WARNING, logger="mirrorflow.source.plan"):
+        plan._await_opened(config.cluster("b"), [("a.never", 0)])
+    assert pauses[:7] == [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.5]
+    assert set(pauses[6:]) == {0.5}
+    assert ["a.never[0]" in m and m.endswith("; the mirror's producers wait for them")
+            for m in caplog.messages] == [True]

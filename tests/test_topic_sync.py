@@ -3,6 +3,7 @@ sync against Apache Kafka (ACL sync is in test_security, on brokers with an auth
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -152,3 +153,27 @@ def test_topic_configs_sync_as_mm2_does(two_clusters: dict[str, str], tmp_path: 
     assert remote["retention.ms"].value == "3600000" and remote["segment.bytes"].is_default
     assert metadata_step(config, flow) == {"synced": []}  # within the 600 s intervals
     assert metadata_step(config, flow, force=True)["configs"] == {}  # nothing differs now
+
+
+def test_a_topic_the_broker_does_not_know_is_described_again_ever_less_often(
+        two_clusters: dict[str, str], monkeypatch) -> None:
+    """A topic a moment old may be unknown to the broker: it is asked again, at pauses
+    doubling from 0.1 s up to 1.6 s (a broker opening thousands of new partitions was slowed
+    by descriptions five times a second), until the time is up; then the error names it."""
+    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
+                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n")
+    pauses: list[float] = []
+    sleep = topic_sync.time.sleep
+
+    def pause(seconds: float) -> None:  # this thread's: the module is the process's
+        if threading.current_thread() is threading.main_thread():
+            pauses.append(seconds)
+        sleep(seconds)
+
+    monkeypatch.setattr(topic_sync.time, "sleep", pause)
+    monkeypatch.setattr(topic_sync, "ADMIN_TIMEOUT_S", 4.0)
+    with pytest.raises(topic_sync.MetadataSyncError,
+                       match=r"^cluster 'b': cannot describe the configs of topic 'a\.never': "):
+        topic_sync.describe_configs(config.cluster("b"), ["a.never"])
+    assert pauses[:4] == [0.1, 0.2, 0.4, 0.8]
+    assert set(pauses[4:]) <= {1.6}

@@ -86,8 +86,8 @@ def one_transaction(timeout: float = 30.0) -> Iterator[None]:
 
 def _write(writes: list[Write], timeout: float) -> None:
     """``writes`` through this context's fence (one transaction), else one by one; their
-    topics created first where missing (:func:`_ensure`)."""
-    _ensure([topic for topic, _, _ in writes])
+    topics created first where missing (:func:`ensure`)."""
+    ensure([topic for topic, _, _ in writes])
     fence = _FENCE.get()
     if fence is not None:
         fence(writes, timeout)
@@ -96,7 +96,7 @@ def _write(writes: list[Write], timeout: float) -> None:
         topic.write_unfenced(records, timeout, headers)
 
 
-def _ensure(topics: list[CompactedTopic]) -> None:
+def ensure(topics: list[CompactedTopic]) -> None:
     """Create those of ``topics`` that are missing (:meth:`CompactedTopic.new_topic`),
     one describe request per cluster (and one create request for its missing): a write to
     a missing topic would wait for it until the producer gives up, or have the broker
@@ -316,7 +316,7 @@ class CompactedTopic:
         one (at the end of :func:`one_transaction`, within one)."""
         if not records:
             return
-        # Created when written where missing (_ensure; the stores leave it to this).
+        # Created when written where missing (ensure; the stores leave it to this).
         held = _HELD.get()
         if held is not None:
             held.append((self, records, headers))

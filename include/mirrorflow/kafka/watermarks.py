@@ -62,13 +62,16 @@ def log_starts(cluster: ClusterConfig, partitions: Iterable[TopicPart],
 
 
 def log_ends(cluster: ClusterConfig, partitions: Iterable[TopicPart],
-             isolation: str = READ_COMMITTED, timeout: float = 30.0) -> dict[TopicPart, int]:
-    """The end (for ``isolation``) of every partition."""
-    return _probe(cluster, partitions, isolation, timeout, ("high",))["high"]
+             isolation: str = READ_COMMITTED, timeout: float = 30.0,
+             retry_max_s: float = RETRY_MAX_S) -> dict[TopicPart, int]:
+    """The end (for ``isolation``) of every partition; partitions still settling are asked
+    again at most ``retry_max_s`` apart."""
+    return _probe(cluster, partitions, isolation, timeout, ("high",), retry_max_s)["high"]
 
 
 def _probe(cluster: ClusterConfig, partitions: Iterable[TopicPart], isolation: str,
-           timeout: float, names: tuple[str, ...]) -> dict[str, dict[TopicPart, int]]:
+           timeout: float, names: tuple[str, ...], retry_max_s: float = RETRY_MAX_S
+           ) -> dict[str, dict[TopicPart, int]]:
     """Per name of ``names`` (``low``: log start, ``high``: end), the offset of every
     partition."""
     from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
@@ -137,7 +140,7 @@ def _probe(cluster: ClusterConfig, partitions: Iterable[TopicPart], isolation: s
             admin = _with_metadata(clients.renewed_admin_client(cluster), timeout)
         if any(pending.values()):
             time.sleep(pause)
-            pause = min(pause * 2, RETRY_MAX_S)
+            pause = min(pause * 2, retry_max_s)
     return found
 
 

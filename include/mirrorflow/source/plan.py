@@ -26,11 +26,13 @@ from dataclasses import replace
 from mirrorflow.config.model import ClusterConfig, FlowConfig, MirrorConfig
 from mirrorflow.config.offset_reset import OffsetReset
 from mirrorflow.errors import DataLossError
-from mirrorflow.kafka import clients
-from mirrorflow.kafka.watermarks import log_ends, log_starts, probe_watermarks
+from mirrorflow.kafka import clients, internal_topics
+from mirrorflow.kafka.watermarks import WatermarkError, log_ends, log_starts, probe_watermarks
 from mirrorflow.lease import check_held
 from mirrorflow.source import topic_sync
 from mirrorflow.source.history import Chain, HistoryStore
+from mirrorflow.source.ledger import spans_store
+from mirrorflow.source.offset_syncs import offset_syncs_topic
 from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan_records import (
     Break,
@@ -45,6 +47,11 @@ from mirrorflow.source.plan_records import (
 from mirrorflow.source.plan_store import PlanStore
 
 log = logging.getLogger(__name__)
+
+# How long a plan waits for the broker to open the remote partitions it created, asking
+# at most this often (_await_opened).
+OPENED_TIMEOUT_S = 60.0
+OPENED_PAUSE_S = 0.5
 
 
 # --------------------------------------------------------------------------- planning
@@ -84,6 +91,9 @@ def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[st
     current = {name: len(existing[name].partitions) for name in remote.values()
                if name in existing}
     grow = topic_sync.partition_increases(topics, current, remote)
+    missing = [t for t in topics if remote[t] not in existing]
+    if create and (grow or missing):
+        _state_topics_first(config, flow)
     if grow and not create:
         log.info("a run would grow %s", ", ".join(f"{t} to {n} partitions"
                                                  for t, n in grow.items()))
@@ -92,7 +102,6 @@ def ensure_remote_topics(config: MirrorConfig, flow: FlowConfig, topics: dict[st
             topic_sync.add_partitions(target, grow, current)
         except topic_sync.MetadataSyncError as exc:
             raise PlanError(str(exc)) from None
-    missing = [t for t in topics if remote[t] not in existing]
     existed = set(remote.values()) & set(existing)
     if not missing or not create:
         return remote, existed
@@ -137,6 +146,38 @@ def _listed(names: list[str], shown: int = 10) -> str:
     """``names`` for a log line: the first ``shown`` of them, then how many more."""
     more = len(names) - shown
     return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def _state_topics_first(config: MirrorConfig, flow: FlowConfig) -> None:
+    """Create the missing state topics a run writes (its plan, span records, positions,
+    history, offset syncs) before its new remote topics or partitions: a broker opens new
+    partitions in the order they were created, on one thread, so a state topic created
+    after thousands of remote partitions has no leader until they all have one, and the
+    run's plan waited for them before its mirror could start (a first run of 10,000 remote
+    partitions: the plan's save waited 24 s, the whole time the broker took to open
+    them)."""
+    target = config.cluster(flow.target)
+    replication = flow.get("replication.factor")
+    internal_topics.ensure([
+        PlanStore(config, flow).topic, spans_store(target, flow.source, replication),
+        OffsetStore(target, flow.source, replication).topic,
+        HistoryStore(target, flow.source, replication).topic,
+        offset_syncs_topic(config, flow)])
+
+
+def _await_opened(target: ClusterConfig, partitions: list[TopicPart]) -> None:
+    """Until the target serves each remote partition the plan created and writes to (its
+    log end answers). A broker knows of new partitions before it has opened them, one by
+    one, for seconds when they are thousands; a producer sent to one not open yet retries
+    it (NOT_LEADER_OR_FOLLOWER) and asks for metadata again, and the mirror's producers did
+    so thousands of times while the broker opened the rest, slowing it (a first run of
+    10,000 partitions: 2,600 retries over 6 s; its mirror took twice its next run's). This
+    asks at most twice a second; after :data:`OPENED_TIMEOUT_S` the producers wait on
+    their own."""
+    try:
+        log_ends(target, partitions, timeout=OPENED_TIMEOUT_S, retry_max_s=OPENED_PAUSE_S)
+    except WatermarkError as exc:
+        log.warning("%s; the mirror's producers wait for them", exc)
 
 
 def _max_message_bytes(target: ClusterConfig, topics: list[str]) -> dict[str, int]:
@@ -228,6 +269,10 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
                                 target_ends.get((remote[topic], partition), 0),
                                 limits.get(remote[topic])))
     _log_breaks(breaks)
+    if not dry_run:
+        _await_opened(config.cluster(flow.target), [(r.remote_topic, r.partition)
+                                                     for r in ranges
+                                                     if r.remote_topic not in existing])
     return Plan(
         plan_id=f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}",
         flow=flow.name, run_id=run_id, created_ms=int(time.time() * 1000),

@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 STATIC_BROKER_CONFIG = "STATIC_BROKER_CONFIG"
 ADMIN_TIMEOUT_S = 30.0
+# Between descriptions of topics the broker does not know yet: doubling from the first.
+UNKNOWN_TOPIC_PAUSE_S = 0.1
+UNKNOWN_TOPIC_PAUSE_MAX_S = 1.6
 
 
 class MetadataSyncError(MirrorflowError):
@@ -179,7 +182,9 @@ def describe_configs(cluster: ClusterConfig, topics: Iterable[str]) -> dict[str,
     only of topics not described there yet). A topic a moment old may be unknown
     to the broker that answers (KRaft brokers learn of it from the metadata log a little
     after CreateTopics returns): such topics are asked again for up to
-    ``ADMIN_TIMEOUT_S``."""
+    ``ADMIN_TIMEOUT_S``, less often the longer they stay unknown (a broker opening
+    thousands of new partitions learns of the last of them only when it has opened them
+    all, and a description of thousands of topics five times a second slowed it)."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import ConfigResource, ResourceType
 
@@ -195,6 +200,7 @@ def describe_configs(cluster: ClusterConfig, topics: Iterable[str]) -> dict[str,
             out[topic] = known
     admin = clients.admin_client(cluster) if wanted else None
     deadline = time.monotonic() + ADMIN_TIMEOUT_S
+    pause = UNKNOWN_TOPIC_PAUSE_S
     while wanted:
         futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in wanted],
                                          request_timeout=ADMIN_TIMEOUT_S)
@@ -214,7 +220,8 @@ def describe_configs(cluster: ClusterConfig, topics: Iterable[str]) -> dict[str,
                                         f"{exc.args[0].str()}") from None
         wanted = unknown
         if wanted:
-            time.sleep(0.2)
+            time.sleep(pause)
+            pause = min(2 * pause, UNKNOWN_TOPIC_PAUSE_MAX_S)
     shared.update({(cluster.bootstrap_servers, t): entries for t, entries in out.items()})
     return out
 
