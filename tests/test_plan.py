@@ -367,8 +367,8 @@ def test_latest_reset_starts_new_partitions_at_their_end_and_none_refuses(
 def test_a_first_plan_creates_its_state_topics_before_its_remote_topics(
         setup, monkeypatch) -> None:
     """A broker opens new partitions in the order they were created: the run's state topics
-    go first, so that its plan's save does not wait for thousands of remote partitions.
-    A plan that creates nothing asks nothing of them."""
+    on the target go first, so that its plan's save does not wait for thousands of remote
+    partitions. A plan that creates nothing asks nothing of them."""
     from confluent_kafka.admin import AdminClient
 
     config, a, b = setup
@@ -383,12 +383,11 @@ def test_a_first_plan_creates_its_state_topics_before_its_remote_topics(
     flow = config.flow("a->b")
     build_plan(config, flow, "run-1")
     state = {"mirrorflow-plans.a.internal", "mirrorflow-spans.a.internal",
-             "mm2-offsets.a.internal", "mirrorflow-history.a.internal",
-             "mm2-offset-syncs.b.internal"}
-    assert [sorted(r) for r in requests] == [sorted(state - {"mm2-offset-syncs.b.internal"}),
-                                           ["mm2-offset-syncs.b.internal"], ["a.orders"]]
-    assert state - {"mm2-offset-syncs.b.internal"} <= topics(b)
-    assert "mm2-offset-syncs.b.internal" in topics(a)  # MM2's default location: the source
+             "mm2-offsets.a.internal", "mirrorflow-history.a.internal"}
+    assert [sorted(r) for r in requests] == [sorted(state), ["a.orders"]]
+    assert state <= topics(b)
+    # Offset syncs go to the source by default (MM2's), written when the run commits.
+    assert "mm2-offset-syncs.b.internal" not in topics(a)
     requests.clear()
     build_plan(config, flow, "run-2")
     assert requests == []
@@ -420,3 +419,30 @@ def test_a_plan_waits_for_its_new_partitions_asking_at_most_twice_a_second(
     assert set(pauses[6:]) == {0.5}
     assert ["a.never[0]" in m and m.endswith("; the mirror's producers wait for them")
             for m in caplog.messages] == [True]
+
+
+def test_offset_syncs_on_the_target_are_created_with_the_state_topics_when_emitted(
+        two_clusters, tmp_path, monkeypatch) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    requests: list[list[str]] = []
+    create = AdminClient.create_topics
+
+    def recording(admin, new_topics, **kwargs):
+        requests.append(sorted(t.topic for t in new_topics))
+        return create(admin, new_topics, **kwargs)
+
+    monkeypatch.setattr(AdminClient, "create_topics", recording)
+    state = sorted(["mirrorflow-plans.a.internal", "mirrorflow-spans.a.internal",
+                    "mm2-offsets.a.internal", "mirrorflow-history.a.internal"])
+    for emitted, topic, first in (("false", "other", state),
+                                  ("true", "orders", ["mm2-offset-syncs.a.internal"])):
+        create_topic(two_clusters["a"], topic, 1)
+        config = load_config(config_file(
+            tmp_path / f"{emitted}.properties", two_clusters,
+            f"a->b.enabled = true\na->b.topics = {topic}\n"
+            "offset-syncs.topic.location = target\n"
+            f"emit.offset-syncs.enabled = {emitted}\n"))
+        requests.clear()
+        build_plan(config, config.flow("a->b"), "run-1")
+        assert requests == [first, [f"a.{topic}"]]

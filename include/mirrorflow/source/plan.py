@@ -149,20 +149,22 @@ def _listed(names: list[str], shown: int = 10) -> str:
 
 
 def _state_topics_first(config: MirrorConfig, flow: FlowConfig) -> None:
-    """Create the missing state topics a run writes (its plan, span records, positions,
-    history, offset syncs) before its new remote topics or partitions: a broker opens new
-    partitions in the order they were created, on one thread, so a state topic created
-    after thousands of remote partitions has no leader until they all have one, and the
-    run's plan waited for them before its mirror could start (a first run of 10,000 remote
-    partitions: the plan's save waited 24 s, the whole time the broker took to open
-    them)."""
+    """Create the missing state topics a run writes on the target (its plan, span records,
+    positions, history, and offset syncs where they go there and are emitted) before its
+    new remote topics or partitions. A broker opens new partitions in the order they were
+    created, on one thread, so a state topic created after thousands of remote partitions
+    has no leader until they all have one, and the run's plan waited for them before its
+    mirror could start (a first run of 10,000 remote partitions: the plan's save waited
+    24 s, the whole time the broker took to open them)."""
     target = config.cluster(flow.target)
     replication = flow.get("replication.factor")
+    syncs = offset_syncs_topic(config, flow)
     internal_topics.ensure([
         PlanStore(config, flow).topic, spans_store(target, flow.source, replication),
         OffsetStore(target, flow.source, replication).topic,
         HistoryStore(target, flow.source, replication).topic,
-        offset_syncs_topic(config, flow)])
+        *([syncs] if flow.get("emit.offset-syncs.enabled") and syncs.cluster == target
+          else [])])
 
 
 def _await_opened(target: ClusterConfig, partitions: list[TopicPart]) -> None:
