@@ -51,6 +51,20 @@ def test_the_range_source_runs_the_projects_kafka_client_in_the_pinned_spark(spa
     assert spark.version == pyspark.__version__ == "4.2.0"
 
 
+def test_coalesced_groups_are_read_in_a_task_per_core_each_partition_once(
+        spark, two_clusters) -> None:
+    a = two_clusters["a"]
+    create_topic(a, "orders", 8)
+    produce(a, "orders", varied_records(800), 8)
+    cluster = cluster_of(a)
+    groups = [[("orders", p, 0, 100)] for p in range(8)]
+    assert read_groups(spark, cluster, groups).rdd.getNumPartitions() == 8
+    merged = read_groups(spark, cluster, groups, coalesce=True)
+    assert merged.rdd.getNumPartitions() == 2  # local[2]: Spark's default parallelism
+    assert sorted((r.partition, r.offset) for r in merged.collect()) == [
+        (p, o) for p in range(8) for o in range(100)]
+
+
 def test_exact_ranges_with_headers_nulls_and_timestamps(spark, two_clusters) -> None:
     a = two_clusters["a"]
     create_topic(a, "orders", 2)

@@ -18,6 +18,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Future;
 import java.util.stream.Collectors;
 
+import dev.mirrorflow.digest.RangeDigest;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.kafka.clients.admin.Admin;
@@ -477,6 +479,35 @@ class SlotWriterTest {
         assertEquals(10, writer.close().get(0).recordsWritten());
         assertEquals(2, producer.aborts);
         assertEquals(10, sent(producer, "a.orders").size());
+    }
+
+    /**
+     * A transaction written again is digested as its records were committed: the aborted attempt's
+     * copies (on the target, skipped by a read_committed reader) are not in the range's digest.
+     */
+    @Test
+    void aTransactionWrittenAgainIsDigestedAsItsCommittedRecordsOnly() {
+        Map<String, Long> rewritten = digestOfTenRecords(new Flaky(1), 0);
+        assertEquals(10L, rewritten.get("records"));
+        // MockProducer numbers on across the abort: the first attempt's five records took offsets 0..4.
+        assertEquals(5L, rewritten.get("first"));
+        assertEquals(14L, rewritten.get("last"));
+        // The same records written once, landing where the rewrite landed them.
+        assertEquals(digestOfTenRecords(new Producing(), 5), rewritten);
+    }
+
+    /** The digest of offsets 0..9 of orders[0] written by {@code producer}, after {@code before} others' records. */
+    private static Map<String, Long> digestOfTenRecords(Producing producer, int before) {
+        for (int i = 0; i < before; i++) {
+            producer.send(new ProducerRecord<>("a.orders", 0, null, new byte[0]));
+        }
+        SlotWriter writer = new SlotWriter(List.of(task("orders", 0, 0, 10, 100_000)), CONFIG, Map.of(),
+                new Clients(producer), (t, p) -> 0, SlotWriterTest::source, t -> new RangeDigest(t.start(), true));
+        writer.open();
+        for (long offset = 0; offset < 10; offset++) {
+            writer.write(record("orders", 0, offset, 1));
+        }
+        return writer.close().get(0).sourceDigest();
     }
 
     @Test
