@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from pathlib import Path
 
 import pytest
 
 from helpers.kafka import config_file, create_topic, delete_records, produce, topics, varied_records
+from helpers.pauses import recorded_pauses
 from mirrorflow.config.loader import load_config, parse_config
 from mirrorflow.errors import DataLossError
 from mirrorflow.kafka.clients import admin_client
@@ -398,20 +398,11 @@ def test_a_plan_waits_for_its_new_partitions_asking_at_most_twice_a_second(
     """The wait for the broker to open the partitions a plan created asks again at
     doubling pauses up to half a second, and after its time leaves it to the producers,
     naming the partition."""
-    from mirrorflow.kafka import watermarks
     from mirrorflow.source import plan
 
     config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
                           f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n")
-    pauses: list[float] = []
-    sleep = watermarks.time.sleep
-
-    def pause(seconds: float) -> None:  # this thread's: the module is the process's
-        if threading.current_thread() is threading.main_thread():
-            pauses.append(seconds)
-        sleep(seconds)
-
-    monkeypatch.setattr(watermarks.time, "sleep", pause)
+    pauses = recorded_pauses(monkeypatch)
     monkeypatch.setattr(plan, "OPENED_TIMEOUT_S", 2.0)
     with caplog.at_level(logging.WARNING, logger="mirrorflow.source.plan"):
         plan._await_opened(config.cluster("b"), [("a.never", 0)])

@@ -3,13 +3,13 @@ sync against Apache Kafka (ACL sync is in test_security, on brokers with an auth
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from helpers.kafka import alter_topic, config_file, create_topic
+from helpers.pauses import recorded_pauses
 from mirrorflow.config.loader import load_config, parse_config
 from mirrorflow.run import metadata_step
 from mirrorflow.source import topic_sync
@@ -162,15 +162,7 @@ def test_a_topic_the_broker_does_not_know_is_described_again_ever_less_often(
     by descriptions five times a second), until the time is up; then the error names it."""
     config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
                           f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n")
-    pauses: list[float] = []
-    sleep = topic_sync.time.sleep
-
-    def pause(seconds: float) -> None:  # this thread's: the module is the process's
-        if threading.current_thread() is threading.main_thread():
-            pauses.append(seconds)
-        sleep(seconds)
-
-    monkeypatch.setattr(topic_sync.time, "sleep", pause)
+    pauses = recorded_pauses(monkeypatch)
     monkeypatch.setattr(topic_sync, "ADMIN_TIMEOUT_S", 4.0)
     with pytest.raises(topic_sync.MetadataSyncError,
                        match=r"^cluster 'b': cannot describe the configs of topic 'a\.never': "):

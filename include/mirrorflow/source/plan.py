@@ -171,11 +171,11 @@ def _await_opened(target: ClusterConfig, partitions: list[TopicPart]) -> None:
     """Until the target serves each remote partition the plan created and writes to (its
     log end answers). A broker knows of new partitions before it has opened them, one by
     one, for seconds when they are thousands; a producer sent to one not open yet retries
-    it (NOT_LEADER_OR_FOLLOWER) and asks for metadata again, and the mirror's producers did
-    so thousands of times while the broker opened the rest, slowing it (a first run of
-    10,000 partitions: 2,600 retries over 6 s; its mirror took twice its next run's). This
-    asks at most twice a second; after :data:`OPENED_TIMEOUT_S` the producers wait on
-    their own."""
+    it (NOT_LEADER_OR_FOLLOWER) and asks for metadata again. With the state topics created
+    first (:func:`_state_topics_first`) nothing else held the mirror back, and its
+    producers did so thousands of times while the broker opened the rest, slowing it (a
+    first run of 10,000 partitions: 2,600 retries over 6 s). This asks at most twice a
+    second; after :data:`OPENED_TIMEOUT_S` the producers wait on their own."""
     try:
         log_ends(target, partitions, timeout=OPENED_TIMEOUT_S, retry_max_s=OPENED_PAUSE_S)
     except WatermarkError as exc:
