@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from helpers.kafka import config_file, create_topic, delete_records, produce, topics, varied_records
+from helpers.kafka import (
+    config_file,
+    create_topic,
+    delete_records,
+    produce,
+    recorded_creates,
+    topics,
+    varied_records,
+)
 from helpers.pauses import recorded_pauses
 from mirrorflow.config.loader import load_config, parse_config
 from mirrorflow.errors import DataLossError
@@ -369,22 +377,13 @@ def test_a_first_plan_creates_its_state_topics_before_its_remote_topics(
     """A broker opens new partitions in the order they were created: the run's state topics
     on the target go first, so that its plan's save does not wait for thousands of remote
     partitions. A plan that creates nothing asks nothing of them."""
-    from confluent_kafka.admin import AdminClient
-
     config, a, b = setup
-    requests: list[list[str]] = []
-    create = AdminClient.create_topics
-
-    def recording(admin, new_topics, **kwargs):
-        requests.append([t.topic for t in new_topics])
-        return create(admin, new_topics, **kwargs)
-
-    monkeypatch.setattr(AdminClient, "create_topics", recording)
+    requests = recorded_creates(monkeypatch)
     flow = config.flow("a->b")
     build_plan(config, flow, "run-1")
     state = {"mirrorflow-plans.a.internal", "mirrorflow-spans.a.internal",
              "mm2-offsets.a.internal", "mirrorflow-history.a.internal"}
-    assert [sorted(r) for r in requests] == [sorted(state), ["a.orders"]]
+    assert requests == [sorted(state), ["a.orders"]]
     assert state <= topics(b)
     # Offset syncs go to the source by default (MM2's), written when the run commits.
     assert "mm2-offset-syncs.b.internal" not in topics(a)
@@ -414,16 +413,7 @@ def test_a_plan_waits_for_its_new_partitions_asking_at_most_twice_a_second(
 
 def test_offset_syncs_on_the_target_are_created_with_the_state_topics_when_emitted(
         two_clusters, tmp_path, monkeypatch) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    requests: list[list[str]] = []
-    create = AdminClient.create_topics
-
-    def recording(admin, new_topics, **kwargs):
-        requests.append(sorted(t.topic for t in new_topics))
-        return create(admin, new_topics, **kwargs)
-
-    monkeypatch.setattr(AdminClient, "create_topics", recording)
+    requests = recorded_creates(monkeypatch)
     state = sorted(["mirrorflow-plans.a.internal", "mirrorflow-spans.a.internal",
                     "mm2-offsets.a.internal", "mirrorflow-history.a.internal"])
     for emitted, topic, first in (("false", "other", state),

@@ -197,6 +197,20 @@ def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> N
     admin.delete_records([tp])[tp].result(10)
 
 
+def recorded_creates(monkeypatch) -> list[list[str]]:
+    """The topics of every CreateTopics request any admin client sends from now on, each
+    request's names sorted (and still sent)."""
+    create = AdminClient.create_topics
+    requests: list[list[str]] = []
+
+    def recording(admin, new_topics, **kwargs):
+        requests.append(sorted(t.topic for t in new_topics))
+        return create(admin, new_topics, **kwargs)
+
+    monkeypatch.setattr(AdminClient, "create_topics", recording)
+    return requests
+
+
 def topics(bootstrap: str) -> set[str]:
     return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
 
