@@ -411,6 +411,33 @@ def test_a_plan_waits_for_its_new_partitions_asking_at_most_twice_a_second(
             for m in caplog.messages] == [True]
 
 
+def test_the_wait_for_new_partitions_asks_for_a_sample_of_them_until_it_is_served(
+        two_clusters, monkeypatch, caplog) -> None:
+    """While the broker opens the partitions a plan created, the wait asks for a sample
+    spread over them (at most 64), then once for all of them; every one is served."""
+    from mirrorflow.source import plan
+
+    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
+                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n")
+    asked: list[list] = []
+    served: dict = {}
+
+    def recorded(cluster, partitions, **kwargs):
+        asked.append(list(partitions))
+        ends = probe_ends(cluster, partitions, **kwargs)
+        served.update(ends)
+        return ends
+
+    probe_ends = plan.log_ends
+    monkeypatch.setattr(plan, "log_ends", recorded)
+    create_topic(two_clusters["b"], "a.fresh", 100)
+    created = [("a.fresh", p) for p in range(100)]
+    with caplog.at_level(logging.WARNING, logger="mirrorflow.source.plan"):
+        plan._await_opened(config.cluster("b"), created)
+    assert asked == [created[::2], created]
+    assert (served, caplog.messages) == ({tp: 0 for tp in created}, [])
+
+
 def test_offset_syncs_on_the_target_are_created_with_the_state_topics_when_emitted(
         two_clusters, tmp_path, monkeypatch) -> None:
     requests = recorded_creates(monkeypatch)
