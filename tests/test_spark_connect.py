@@ -65,7 +65,7 @@ def test_local_server_of_a_config_and_a_run_through_it(server, two_clusters, tmp
         assert read_partition(b, "a.orders", p) == read_partition(a, "orders", p)
     # Its JVM has the heap and collector settings docs/deployment.md gives.
     args = Path(f"/proc/{server.pid()}/cmdline").read_bytes().split(b"\0")
-    assert {b"-Xmx1536m", b"-XX:GCTimeRatio=4", b"-XX:G1HeapRegionSize=4m",
+    assert {b"-Xmx1g", b"-XX:GCTimeRatio=4", b"-XX:G1HeapRegionSize=4m",
             b"-XX:G1PeriodicGCInterval=10000"} <= set(args)
     # The server ran the Spark work: no spark-submit, no JVM of the run's own.
     assert "SparkSubmit" not in subprocess.run(["ps", "-eo", "args"], capture_output=True,

@@ -281,7 +281,7 @@ def up(config: MirrorConfig, state_dir: Path = DEFAULT_STATE_DIR) -> list[LocalB
     """Start every local cluster of the config, its local Spark Connect server if it
     names one and its local schema registries. On failure, stop what this call started,
     in reverse order, and say so in the error: a failed ``up`` leaves nothing running
-    that it started (a Connect server alone is a 1.5 GiB JVM)."""
+    that it started (a Connect server alone is a JVM of 1 GiB of heap)."""
     from mirrorflow.dev import connect_server, local_registries
 
     started: list[tuple[str, Callable[[], object]]] = []
