@@ -6,7 +6,9 @@ Every second it reads each process's user and system time and adds what it used 
 last look to its kind (a broker, the Spark Connect server, its Python workers, an Airflow
 task process and its supervisor, each Airflow service, this process). What the processes
 running at the start had used before is not counted; a process started later counts in
-full; one that ends between two looks loses at most its last second.
+full; one that ends between two looks loses at most its last second. Each look also reads
+each process's resident memory: the largest one process of each kind reached
+(:attr:`ProcessCpu.peak_rss`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import psutil
 
 HZ = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
 # A process's kind: the first of these found in its command line (Airflow names its
 # processes with setproctitle: "airflow worker -- LocalExecutor: ...", "airflow
 # scheduler", ...).
@@ -40,12 +43,14 @@ def kind_of(cmdline: bytes) -> str | None:
 
 class ProcessCpu(threading.Thread):
     """CPU seconds by kind of process while it runs (:attr:`seconds`); this process's own
-    (the load generator and the lag consumers) as ``soak``."""
+    (the load generator and the lag consumers) as ``soak``. The peak resident bytes of one
+    process of each kind (:attr:`peak_rss`): the Connect server's JVM is one process."""
 
     def __init__(self, interval: float = 1.0) -> None:
         super().__init__(daemon=True)
         self.interval, self.stopped = interval, threading.Event()
         self.seconds: Counter[str] = Counter()
+        self.peak_rss: Counter[str] = Counter()
         self._seen: dict[int, tuple[str | None, float]] = {}
 
     def run(self) -> None:
@@ -72,9 +77,18 @@ class ProcessCpu(threading.Thread):
             if kind is not None:
                 self.seconds[kind] += used - before
                 self._seen[pid] = (kind, used)
+                try:
+                    rss = int((entry / "statm").read_text().split()[1]) * PAGE
+                except (OSError, IndexError):
+                    continue
+                self.peak_rss[kind] = max(self.peak_rss[kind], rss)
 
     def result(self) -> dict[str, float]:
         return {kind: round(seconds, 1) for kind, seconds in self.seconds.most_common()}
+
+    def peak_rss_mib(self) -> dict[str, int]:
+        """The peak resident MiB of one process of each kind."""
+        return {kind: round(rss / 2**20) for kind, rss in self.peak_rss.most_common()}
 
 
 class MachineCpu:

@@ -327,6 +327,7 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float,
     continuous_seconds = [r["seconds"] for r in continuous_runs if r["seconds"] is not None]
     on_slot = [r["seconds"] for r in cron_done
                if (late := started_late(r)) is not None and late <= SLOT_GRACE_S]
+    peaks = (cpu.peak_rss_mib(), continuous_cpu.peak_rss_mib())
     return {
         "minutes": minutes, "continuous_minutes": continuous_minutes, "rate": rate,
         "continuous_repeat_s": REPEAT_S,
@@ -379,6 +380,10 @@ def soak(state: Path, minutes: float, continuous_minutes: float, rate: float,
         "cpu_s_cron": cron_cpu, "cron_runs": len(cron_runs),
         # ... and over the @continuous pass (not its catch-up), with the runs it started.
         "cpu_s_continuous": continuous_cpu.result(),
+        # The largest one process of each kind grew, over both passes (the Connect server's
+        # JVM: one process, every flow's jobs).
+        "peak_rss_mib": {kind: max(p.get(kind, 0) for p in peaks)
+                         for kind in set().union(*peaks)},
         "continuous_runs_in_pass": sum(
             continuous_start <= db_time(r["start"]).timestamp() < continuous_end
             for r in continuous_runs),
