@@ -160,6 +160,58 @@ def test_avro_records_move_between_registries_and_decode_after_failover(
     assert sorted(west.registry.requests) == [f"GET /schemas/ids/{i}" for i in (1000, 1001, 1002)]
 
 
+def test_later_runs_write_with_the_stored_mappings_and_a_new_version_is_mapped_when_met(
+        spark, two_clusters: dict[str, str], registries, tmp_path: Path, monkeypatch,
+        caplog) -> None:
+    """A run whose topics all have stored mappings writes with them, its ranges not
+    scanned; a record whose id they lack (a schema version new to the flow) is refused by
+    its writer, and the driver then scans the ranges, maps the new id and writes the plan
+    again: every record once, in order, proven."""
+    from mirrorflow.spark import mirror as spark_mirror
+
+    a, b = two_clusters["a"], two_clusters["b"]
+    east, west = registries
+    create_topic(a, "orders", 1)
+    produce(a, "orders", avro_records(east, 0, 10), 1)
+    # Transactions of 2 records: those before the new version's record are committed when
+    # its writer refuses it, the one open then is fenced and written again.
+    path = flow_config(tmp_path, two_clusters, east.url, west.url,
+                       "a->b.mirrorflow.transaction.records = 2\n")
+    scans: list[int] = []
+    scan = spark_mirror.find_ids
+    monkeypatch.setattr(spark_mirror, "find_ids",
+                        lambda *args, **kwargs: scans.append(1) or scan(*args, **kwargs))
+    run_cycle(path, "a->b", spark=spark)
+    produce(a, "orders", avro_records(east, 10, 10), 1)
+    assert run_cycle(path, "a->b", spark=spark).records == 10 + 1
+    assert len(scans) == 1  # the first run only: the second had every id stored
+
+    v3 = AvroSerializer(SchemaRegistryClient({"url": east.url}), json.dumps(
+        {**ORDER_V2, "fields": [*ORDER_V2["fields"],
+                                {"name": "note", "type": "string", "default": ""}]}))
+    new = v3({"id": 99, "item": "new", "qty": 3, "note": "v3"},
+             SerializationContext("orders", MessageField.VALUE))
+    known = avro_records(east, 20, 10)
+    produce(a, "orders", [*known[:5], (known[5][0], new, None, known[5][3]), *known[6:]], 1)
+    with caplog.at_level("INFO", logger="mirrorflow.spark.mirror"):
+        third = run_cycle(path, "a->b", spark=spark)
+    assert (third.records + third.already_there, third.already_there, len(scans)) == (
+        10 + 1, 4, 2)
+    assert ["source orders[0] offset 25: schema id 4 of its value is not mapped for the "
+            "schema registry transfer" in m and m.endswith(
+                "; scanning the planned ranges for their schema ids")
+            for m in caplog.messages if "scanning" in m] == [True]
+    assert reports.read("a->b", third.run_id)["validation"]["success"] is True
+    config = load_config(path)
+    stored = mapping.stored(PlanStore(config, config.flow("a->b")).topic.read())
+    assert stored[("a.orders", "value", 4)].target_id == 1003
+    source, target = read_partition(a, "orders", 0), read_partition(b, "a.orders", 0)
+    assert len(target) == len(source) == 30
+    ids = {m.source_id: m.target_id for m in stored.values() if m.part == "value"}
+    assert [id_of(v) for _, v, _, _ in target] == [ids[id_of(v)] for _, v, _, _ in source]
+    assert [v[5:] for _, v, _, _ in target] == [v[5:] for _, v, _, _ in source]
+
+
 def test_faults_fail_the_run_naming_them_and_the_retry_finishes_the_plan(
         spark, two_clusters: dict[str, str], registries, tmp_path: Path) -> None:
     a, b = two_clusters["a"], two_clusters["b"]

@@ -23,7 +23,13 @@ from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import log_starts
 from mirrorflow.plain import plain
 from mirrorflow.schema import mapping
-from mirrorflow.schema.ids_in_ranges import FoundIds, find_ids, refuse, rewrite_table
+from mirrorflow.schema.ids_in_ranges import (
+    UNMAPPED,
+    find_ids,
+    refuse,
+    rewrite_table,
+    stored_table,
+)
 from mirrorflow.schema.transfer import IdMapper
 from mirrorflow.source import ledger, topic_sync
 from mirrorflow.source.history import merge_spans
@@ -91,17 +97,30 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
         ledger.spans_store(target, flow.source, flow.get("replication.factor")).ensure()
         groups = [ranges for _, ranges in sorted(reads.items())]
         options = mirror_options(config, flow, pending, groups)
-        found = _map_schema_ids(spark, config, flow, plan, groups, options)
+        carried, scanned = _map_schema_ids(spark, config, flow, plan, groups, options,
+                                           scan=False)
         try:
-            rows = spark.read.format(MIRROR_FORMAT).options(**options).load().collect()
-        except Exception as exc:
-            raise worker_error(exc) from exc
+            rows = _write(spark, options)
+        except MirrorflowError as exc:
+            if scanned or UNMAPPED not in str(exc):
+                raise
+            # The stored mappings lacked an id (or a record is not in the wire format):
+            # scan, map or refuse by name, and write the plan again.
+            log.info("%s; scanning the planned ranges for their schema ids", exc)
+            carried, _ = _map_schema_ids(spark, config, flow, plan, groups, options, scan=True)
+            rows = _write(spark, options)
         attempt = [json.loads(row["result"]) for row in rows]
         for done in attempt:  # the ids its records carry: the proof checks their mappings
-            ids = found.get((done["topic"], done["partition"]))
-            done["schema_ids"] = sorted((part, i) for part, values in (ids.ids.items() if ids
-                                                                        else ()) for i in values)
+            done["schema_ids"] = carried.get((done["topic"], done["partition"]), [])
     return plan_result(config, flow, plan, attempt)
+
+
+def _write(spark, options: dict[str, str]) -> list:
+    """The rows of a ``mirrorflow-mirror`` read: one per range written."""
+    try:
+        return spark.read.format(MIRROR_FORMAT).options(**options).load().collect()
+    except Exception as exc:
+        raise worker_error(exc) from exc
 
 
 def mirror_options(config: MirrorConfig, flow: FlowConfig,
@@ -125,26 +144,42 @@ def mirror_options(config: MirrorConfig, flow: FlowConfig,
 
 def _map_schema_ids(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan,
                     groups: list[list[tuple[str, int, int, int]]],
-                    options: dict[str, str]) -> dict[tuple[str, int], FoundIds]:
-    """Under a schema registry transfer: the ids the ranges' records carry, mapped on the
-    driver (:mod:`mirrorflow.schema.ids_in_ranges`), their new mappings stored with the
-    plan, and the table of ids the writers rewrite added to ``options``."""
+                    options: dict[str, str], scan: bool
+                    ) -> tuple[dict[tuple[str, int], list[tuple[str, int]]], bool]:
+    """Under a schema registry transfer, the table of ids the writers rewrite, added to
+    ``options``: the flow's stored mappings where they cover every topic of the plan
+    (unless ``scan``), else the ids a scan of the ranges finds
+    (:mod:`mirrorflow.schema.ids_in_ranges`), mapped on the driver and their new mappings
+    stored with the plan. Returns the ids each source partition's records may carry (for
+    the proof to check their mappings: without a scan, every id of its topic's table),
+    and whether the ranges were scanned."""
     transfer = flow.schema_transfer
     if transfer is None:
-        return {}
+        return {}, True
     policy = flow.policy()
+    store = PlanStore(config, flow)
+    stored = mapping.stored(store.topic.read())
+    remote_of = {r.topic: r.remote_topic for r in plan.ranges}
+    options["dropHeaders"] = str(not transfer.include_headers).lower()
+    partitions = [(t, p) for group in groups for t, p, *_ in group
+                  if not policy.is_heartbeats_topic(t)]
+    if not scan:
+        table = stored_table(stored, {remote_of[t] for t, _ in partitions}, transfer.fields)
+        if table is not None:
+            options["schemaIds"] = json.dumps(table)
+            return {(t, p): sorted((part, int(i)) for part, ids in table[remote_of[t]].items()
+                                   for i in ids) for t, p in partitions}, False
     found = find_ids(spark, config.cluster(flow.source), groups, transfer,
                      policy.is_heartbeats_topic)
     refuse(found, transfer, flow.name)
-    store = PlanStore(config, flow)
     mapper = IdMapper(transfer, flow.name, config.cluster(flow.source),
-                      config.cluster(flow.target), mapping.stored(store.topic.read()),
-                      policy.is_heartbeats_topic, plan.plan_id)
-    table = rewrite_table(mapper, found, {r.topic: r.remote_topic for r in plan.ranges})
+                      config.cluster(flow.target), stored, policy.is_heartbeats_topic,
+                      plan.plan_id)
+    table = rewrite_table(mapper, found, remote_of)
     store.save_mappings(mapper.uncommitted)
-    options.update({"schemaIds": json.dumps(table),
-                    "dropHeaders": str(not transfer.include_headers).lower()})
-    return found
+    options["schemaIds"] = json.dumps(table)
+    return {tp: sorted((part, i) for part, values in ids.ids.items() for i in values)
+            for tp, ids in found.items()}, True
 
 
 def plan_result(config: MirrorConfig, flow: FlowConfig, plan: Plan,

@@ -16,9 +16,12 @@ import org.apache.kafka.common.header.Headers;
  * The schema registry transfer's rewrite of the records a slot writes: in a key or value in
  * Confluent's wire format (byte 0 is 0, bytes 1-4 the schema id, big endian) the source
  * registry's id becomes the target registry's, and nothing else of the record changes, as the
- * SMT does under MirrorMaker 2. The Python driver maps every id the ranges hold before the write
- * (the registries are control plane: {@code mirrorflow.schema.ids_in_ranges}) and hands the
- * table over; a record whose id the table lacks is refused rather than written with the source
+ * SMT does under MirrorMaker 2. The Python driver maps the ids (the registries are control
+ * plane: {@code mirrorflow.schema.ids_in_ranges}) and hands the table over: every id a scan of
+ * the ranges found, or, where the flow's stored mappings cover the plan's topics, those, with no
+ * scan. A record whose id a transferred part's table lacks, or whose part is not in the wire
+ * format, is refused ({@link #UNMAPPED} in its message: the driver then scans the ranges, maps
+ * what it finds or refuses the record by name, and writes again), never written with the source
  * registry's id. {@code include.message.headers = false} drops every record's headers.
  * The proof's digests are of the records as read, before this rewrite.
  */
@@ -28,6 +31,8 @@ public final class SchemaIds implements Serializable {
     /** No transfer: every record as it is read. */
     public static final SchemaIds NONE = new SchemaIds(Map.of(), false);
     private static final int HEADER = 5;
+    /** In the message of every refusal of a record for the transfer: the driver's cue to scan. */
+    public static final String UNMAPPED = "not mapped for the schema registry transfer";
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private final Map<String, Map<String, Map<Integer, Integer>>> table;
@@ -120,20 +125,23 @@ public final class SchemaIds implements Serializable {
     }
 
     private byte[] rewrite(WriteTask task, String part, byte[] data, ConsumerRecord<byte[], byte[]> record) {
-        if (table.isEmpty() || !isWire(data)) {
+        if (table.isEmpty() || data == null) {
             return data;
         }
         Map<Integer, Integer> ids = table.getOrDefault(task.remoteTopic(), Map.of()).get(part);
         if (ids == null) {
             return data;
         }
+        String at = "source " + record.topic() + "[" + record.partition() + "] offset " + record.offset() + ": ";
+        if (!isWire(data)) {
+            throw new WriteException(at + "its " + part + " is not in Confluent's wire format, "
+                    + UNMAPPED + "; nothing from it on is written");
+        }
         int source = ByteBuffer.wrap(data, 1, 4).getInt();
         Integer target = ids.get(source);
         if (target == null) {
-            throw new WriteException("source " + record.topic() + "[" + record.partition() + "] offset "
-                    + record.offset() + ": schema id " + source + " of its " + part + " has no mapping to the "
-                    + "target registry (the driver mapped the ids it found in the planned ranges); nothing from it on "
-                    + "is written");
+            throw new WriteException(at + "schema id " + Integer.toUnsignedLong(source) + " of its " + part
+                    + " is " + UNMAPPED + "; nothing from it on is written");
         }
         return withId(data, target);
     }

@@ -38,11 +38,11 @@ class SchemaIdsTest {
     }
 
     @Test
-    void recordsOutsideTheTableOrTheWireFormatAreWrittenAsTheyAre() {
+    void recordsOutsideTheTableAreWrittenAsTheyAre() {
         SchemaIds ids = SchemaIds.parse("{\"a.orders\": {\"value\": {\"7\": 1001}}}", true);
         byte[] plain = "text".getBytes(StandardCharsets.UTF_8);
-        assertSame(plain, ids.value(TASK, record(null, plain)));
-        assertNull(ids.value(TASK, record(null, null)));
+        assertSame(plain, ids.key(TASK, record(plain, null)));  // keys not transferred
+        assertNull(ids.value(TASK, record(null, null)));  // a tombstone
         assertNull(ids.headers(record(null, plain)));  // include.message.headers = false
         WriteTask heartbeats = new WriteTask("a->b", "plan-1", "heartbeats", 0, "a.heartbeats", 0, 10, 0, true,
                 "requested", 100_000, 0, 0, 0);
@@ -65,12 +65,18 @@ class SchemaIdsTest {
     }
 
     @Test
-    void anIdTheDriverDidNotMapIsRefusedNamingTheRecord() {
+    void anIdTheTableLacksOrAPartNotInTheWireFormatIsRefusedNamingTheRecord() {
         SchemaIds ids = SchemaIds.parse("{\"a.orders\": {\"value\": {\"7\": 1001}}}", false);
-        WriteException e = assertThrows(WriteException.class,
+        WriteException unknown = assertThrows(WriteException.class,
                 () -> ids.value(TASK, record(null, new byte[] {0, 0, 0, 0, 8})));
-        assertEquals("source orders[0] offset 4: schema id 8 of its value has no mapping to the target registry "
-                + "(the driver mapped the ids it found in the planned ranges); nothing from it on is written",
-                e.getMessage());
+        assertEquals("source orders[0] offset 4: schema id 8 of its value is not mapped for the schema registry "
+                + "transfer; nothing from it on is written", unknown.getMessage());
+        WriteException plain = assertThrows(WriteException.class,
+                () -> ids.value(TASK, record(null, "text".getBytes(StandardCharsets.UTF_8))));
+        assertEquals("source orders[0] offset 4: its value is not in Confluent's wire format, not mapped for the "
+                + "schema registry transfer; nothing from it on is written", plain.getMessage());
+        // An empty table for a part: every id of it is unknown (a topic with no stored mapping).
+        SchemaIds none = SchemaIds.parse("{\"a.orders\": {\"value\": {}}}", false);
+        assertThrows(WriteException.class, () -> none.value(TASK, record(null, new byte[] {0, 0, 0, 0, 7})));
     }
 }
