@@ -183,8 +183,8 @@ def _await_opened(target: ClusterConfig, partitions: list[TopicPart]) -> None:
     served, then for every one: the broker opens them in the order of their creation
     requests, so the sample's last are served about when all are. Asking for every
     partition not yet served, twice a second, cost a first run of 10,000 partitions
-    about 5 CPU-s of the driver's (librdkafka answers each partition as a Python future)
-    and the broker's request threads as much, on the cores the broker opens them with."""
+    about 5 CPU-s of the driver's (librdkafka answers each partition as a Python future),
+    on the cores the broker opens them with, and the broker answered every one."""
     step = -(-len(partitions) // OPENED_SAMPLE)
     deadline = time.monotonic() + OPENED_TIMEOUT_S
     try:
