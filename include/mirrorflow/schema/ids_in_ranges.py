@@ -10,8 +10,8 @@ plan (fenced, before any record is written under them), and hands the writers in
 the table of ids to rewrite (:func:`rewrite_table`): bytes 1-4 of each key or value, and
 nothing else of the record, as the SMT does under MM2.
 
-The scan is a second read of the source, about a fifth of a backlog's run. A flow whose
-stored mappings cover every topic of its plan skips it: the writers get the stored table
+The scan is a second read of the source. A flow whose stored mappings cover every topic
+of its plan skips it: the writers get the stored table
 (:func:`stored_table`) and refuse a record it lacks (a new schema version, a record not in
 the wire format: ``SchemaIds.UNMAPPED``), and only then does the driver scan, map or refuse
 by name, and write again, the plan's transactions fencing what the refused write left.

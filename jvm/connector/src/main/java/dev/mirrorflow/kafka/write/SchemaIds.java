@@ -132,17 +132,21 @@ public final class SchemaIds implements Serializable {
         if (ids == null) {
             return data;
         }
-        String at = "source " + record.topic() + "[" + record.partition() + "] offset " + record.offset() + ": ";
         if (!isWire(data)) {
-            throw new WriteException(at + "its " + part + " is not in Confluent's wire format, "
-                    + UNMAPPED + "; nothing from it on is written");
+            throw refused(record, "its " + part + " is not in Confluent's wire format, " + UNMAPPED);
         }
         int source = ByteBuffer.wrap(data, 1, 4).getInt();
         Integer target = ids.get(source);
         if (target == null) {
-            throw new WriteException(at + "schema id " + Integer.toUnsignedLong(source) + " of its " + part
-                    + " is " + UNMAPPED + "; nothing from it on is written");
+            throw refused(record, "schema id " + Integer.toUnsignedLong(source) + " of its " + part + " is "
+                    + UNMAPPED);
         }
         return withId(data, target);
+    }
+
+    /** The refusal of {@code record}, its message made only when a record is refused. */
+    private static WriteException refused(ConsumerRecord<byte[], byte[]> record, String why) {
+        return new WriteException("source " + record.topic() + "[" + record.partition() + "] offset "
+                + record.offset() + ": " + why + "; nothing from it on is written");
     }
 }
