@@ -256,3 +256,28 @@ def test_writes_within_one_transaction_land_together_or_not_at_all(
             second.write([(b"k3", b"c")])
             assert (first.read(), second.read()) == ({}, {})  # held until the block ends
         assert (first.read(), second.read()) == ({b"k1": b"a", b"k2": b"b"}, {b"k3": b"c"})
+
+
+def test_a_fencing_met_at_a_produce_call_fences_again(two_clusters: dict[str, str],
+                                                      tmp_path: Path) -> None:
+    """A write of many records learns of its fencing while it still produces: librdkafka
+    then refuses each further record with only "Local: Fatal error". That is the fencing
+    too (the producer's fatal error names it): the holder fences again and writes, where
+    it failed the commit with the generic error."""
+    from confluent_kafka import Producer
+
+    from mirrorflow.kafka.internal_topics import CompactedTopic
+    from mirrorflow.state_fence import state_transactional_id
+
+    config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
+                                     "a->b.enabled = true"))
+    store = CompactedTopic(config.cluster("b"), "mirrorflow-bigfenced.internal", partitions=4)
+    store.ensure()
+    records = [(f"key-{i}".encode(), b"v" * 20) for i in range(100_000)]
+    with FlowLease(config, config.flow("a->b"), "one-run"):
+        store.write([(b"k1", b"before")])
+        sibling = Producer({"bootstrap.servers": two_clusters["b"],
+                            "transactional.id": state_transactional_id("a->b")})
+        sibling.init_transactions(30)  # fences the holder's producer
+        store.write(records)
+    assert store.read() == {b"k1": b"before", **dict(records)}

@@ -72,6 +72,7 @@ class StateFence:
         self.verify = verify
         self.exactly_once = exactly_once
         self._producer = None
+        self._fatal = None  # the producer's fatal error, as librdkafka reported it
         # Why state writes go unfenced: the target refuses the flow's transactions and
         # exactly.once.support is 'requested' (each write is still lease-checked).
         self.refused: str | None = None
@@ -110,7 +111,9 @@ class StateFence:
                                         "transactional.id": state_transactional_id(self.flow),
                                         "acks": "all", "linger.ms": 0,
                                         "partitioner": "murmur2_random",
-                                        "logger": STATE_LOG}), where)
+                                        "logger": STATE_LOG,
+                                        "error_cb": self._on_error}), where)
+        self._fatal = None
         try:
             producer.init_transactions(FENCE_TIMEOUT_S)
         except KafkaException as exc:
@@ -131,6 +134,27 @@ class StateFence:
             self.refused = reason
             return None
         return producer
+
+    def _on_error(self, error) -> None:
+        """librdkafka's error callback: keep a fatal error, which later calls report only
+        as "Local: Fatal error"."""
+        if error.fatal():
+            self._fatal = error
+
+    def _cause(self, error):
+        """The error behind ``error``: a produce call of a producer fenced meanwhile (its
+        transaction's first request was answered while it still produced) raises only
+        ``_FATAL``; the fencing itself is the producer's fatal error, which poll serves
+        (to the error callback, and raised)."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        if error.code() != KafkaError._FATAL:
+            return error
+        try:
+            self._producer.poll(0)
+        except KafkaException as exc:
+            self._fatal = self._fatal or exc.args[0]
+        return self._fatal or error
 
     def write(self, writes: list[Write], timeout: float) -> None:
         """Write ``writes`` (each a topic, its records and their headers) in one transaction
@@ -169,7 +193,7 @@ class StateFence:
                 await_readable(self.target, ends, timeout)
                 return
             except KafkaException as exc:
-                error = exc.args[0]
+                error = self._cause(exc.args[0])
                 if _fenced(error):
                     # Fenced by a newer producer of the flow's id (another holder, or a
                     # sibling task of this run): only a holder that still holds goes on.
