@@ -24,6 +24,12 @@ import org.apache.kafka.common.header.Headers;
  * what it finds or refuses the record by name, and writes again), never written with the source
  * registry's id. {@code include.message.headers = false} drops every record's headers.
  * The proof's digests are of the records as read, before this rewrite.
+ *
+ * <p>Both rewrites write the id into the array they are given, with no copy: it is the
+ * consumer's own copy of the record's bytes (its {@code ByteArrayDeserializer} makes one per
+ * record), which the writer has hashed before and nothing reads after, as the proof reads a
+ * target record only to digest it: a copy of each, in the writer and again in the proof, would
+ * be work for nothing.
  */
 public final class SchemaIds implements Serializable {
 
@@ -80,12 +86,12 @@ public final class SchemaIds implements Serializable {
         return new SchemaIds(table, dropHeaders);
     }
 
-    /** The key {@code record} is written with. */
+    /** The key {@code record} is written with (its own array, the id rewritten in place). */
     public byte[] key(WriteTask task, ConsumerRecord<byte[], byte[]> record) {
         return rewrite(task, "key", record.key(), record);
     }
 
-    /** The value {@code record} is written with. */
+    /** The value {@code record} is written with (its own array, the id rewritten in place). */
     public byte[] value(WriteTask task, ConsumerRecord<byte[], byte[]> record) {
         return rewrite(task, "value", record.value(), record);
     }
@@ -96,9 +102,9 @@ public final class SchemaIds implements Serializable {
     }
 
     /**
-     * {@code data}, the {@code part} of a record of {@code topic}, with its schema id replaced
-     * where the table has it, else as it is (the proof's view of a target record, its target id
-     * mapped back to the source's: Python's {@code schema.wire.rewrite_sql}).
+     * {@code data}, the {@code part} of a record of {@code topic}, with its schema id replaced in
+     * place where the table has it, else as it is (the proof's view of a target record, its target
+     * id mapped back to the source's: Python's {@code schema.wire.rewrite_sql}).
      */
     public byte[] mapped(String topic, String part, byte[] data) {
         // The cheap tests first: this runs twice for every record the proof reads, and the
@@ -118,10 +124,10 @@ public final class SchemaIds implements Serializable {
         return data != null && data.length >= HEADER && data[0] == 0;
     }
 
+    /** {@code data} with {@code id} written over its schema id (in place: see the class's note). */
     private static byte[] withId(byte[] data, int id) {
-        byte[] out = data.clone();
-        ByteBuffer.wrap(out, 1, 4).putInt(id);
-        return out;
+        ByteBuffer.wrap(data, 1, 4).putInt(id);
+        return data;
     }
 
     private byte[] rewrite(WriteTask task, String part, byte[] data, ConsumerRecord<byte[], byte[]> record) {
