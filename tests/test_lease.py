@@ -259,15 +259,24 @@ def test_writes_within_one_transaction_land_together_or_not_at_all(
 
 
 def test_a_fencing_met_at_a_produce_call_fences_again(two_clusters: dict[str, str],
-                                                      tmp_path: Path) -> None:
+                                                      tmp_path: Path, monkeypatch) -> None:
     """A write of many records learns of its fencing while it still produces: librdkafka
     then refuses each further record with only "Local: Fatal error". That is the fencing
     too (the producer's fatal error names it): the holder fences again and writes, where
     it failed the commit with the generic error."""
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaError, Producer
 
     from mirrorflow.kafka.internal_topics import CompactedTopic
-    from mirrorflow.state_fence import state_transactional_id
+    from mirrorflow.state_fence import StateFence, state_transactional_id
+
+    met: list[int] = []
+    cause = StateFence._cause
+
+    def recorded(self, error):
+        met.append(error.code())
+        return cause(self, error)
+
+    monkeypatch.setattr(StateFence, "_cause", recorded)
 
     config = load_config(config_file(tmp_path / "mm2.properties", two_clusters,
                                      "a->b.enabled = true"))
@@ -281,3 +290,4 @@ def test_a_fencing_met_at_a_produce_call_fences_again(two_clusters: dict[str, st
         sibling.init_transactions(30)  # fences the holder's producer
         store.write(records)
     assert store.read() == {b"k1": b"before", **dict(records)}
+    assert KafkaError._FATAL in met  # met at a produce call, not only at the commit

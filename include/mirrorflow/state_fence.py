@@ -72,7 +72,6 @@ class StateFence:
         self.verify = verify
         self.exactly_once = exactly_once
         self._producer = None
-        self._fatal = None  # the producer's fatal error, as librdkafka reported it
         # Why state writes go unfenced: the target refuses the flow's transactions and
         # exactly.once.support is 'requested' (each write is still lease-checked).
         self.refused: str | None = None
@@ -111,9 +110,7 @@ class StateFence:
                                         "transactional.id": state_transactional_id(self.flow),
                                         "acks": "all", "linger.ms": 0,
                                         "partitioner": "murmur2_random",
-                                        "logger": STATE_LOG,
-                                        "error_cb": self._on_error}), where)
-        self._fatal = None
+                                        "logger": STATE_LOG}), where)
         try:
             producer.init_transactions(FENCE_TIMEOUT_S)
         except KafkaException as exc:
@@ -135,17 +132,11 @@ class StateFence:
             return None
         return producer
 
-    def _on_error(self, error) -> None:
-        """librdkafka's error callback: keep a fatal error, which later calls report only
-        as "Local: Fatal error"."""
-        if error.fatal():
-            self._fatal = error
-
     def _cause(self, error):
-        """The error behind ``error``: a produce call of a producer fenced meanwhile (its
-        transaction's first request was answered while it still produced) raises only
-        ``_FATAL``; the fencing itself is the producer's fatal error, which poll serves
-        (to the error callback, and raised)."""
+        """The error behind ``error``, for the log: a produce call of a producer fenced
+        meanwhile (its transaction's first request was answered while it still produced)
+        raises only ``_FATAL``; poll raises the producer's fatal error itself, the
+        fencing."""
         from confluent_kafka import KafkaError, KafkaException
 
         if error.code() != KafkaError._FATAL:
@@ -153,8 +144,8 @@ class StateFence:
         try:
             self._producer.poll(0)
         except KafkaException as exc:
-            self._fatal = self._fatal or exc.args[0]
-        return self._fatal or error
+            return exc.args[0]
+        return error
 
     def write(self, writes: list[Write], timeout: float) -> None:
         """Write ``writes`` (each a topic, its records and their headers) in one transaction
@@ -227,8 +218,9 @@ class StateFence:
 
 def _fenced(error) -> bool:
     """Whether a KafkaError says a newer producer of the transactional id fenced this one
-    (librdkafka makes that fatal)."""
+    (librdkafka makes that fatal; a later call of the fatal producer says only ``_FATAL``)."""
     from confluent_kafka import KafkaError
 
-    return error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+    return error.fatal() or error.code() in (KafkaError._FATAL, KafkaError._FENCED,
+                                             KafkaError.PRODUCER_FENCED,
                                              KafkaError.INVALID_PRODUCER_EPOCH)
