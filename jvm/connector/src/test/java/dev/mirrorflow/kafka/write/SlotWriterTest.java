@@ -1,5 +1,6 @@
 package dev.mirrorflow.kafka.write;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -479,6 +480,53 @@ class SlotWriterTest {
         assertEquals(10, writer.close().get(0).recordsWritten());
         assertEquals(2, producer.aborts);
         assertEquals(10, sent(producer, "a.orders").size());
+    }
+
+    /**
+     * Under a schema transfer a transaction written again maps each record's id once: the ids are
+     * rewritten in the records' own arrays, and the transaction's records are read again from the
+     * source, not taken from the attempt that failed (an id mapped twice is one the table lacks).
+     */
+    @Test
+    void aTransactionWrittenAgainUnderASchemaTransferMapsEachIdOnce() {
+        Flaky producer = new Flaky(1);
+        WriterConfig transfer = new WriterConfig("b", "127.0.0.1:9092", SPANS, GROUP, 64L << 20,
+                SchemaIds.parse("{\"a.orders\": {\"value\": {\"7\": 1001}}}", false));
+        SlotWriter writer = new SlotWriter(List.of(task("orders", 0, 0, 10, 100_000)), transfer,
+                Map.of("bootstrap.servers", "127.0.0.1:9092"), new Clients(producer), (t, p) -> 0,
+                spans -> wire(source(spans)), t -> SourceDigest.NONE);
+        writer.open();
+        for (long offset = 0; offset < 10; offset++) {
+            writer.write(wire(record("orders", 0, offset, 1)));
+        }
+        assertEquals(10, writer.close().get(0).recordsWritten());
+        assertEquals(1, producer.aborts);
+        List<ProducerRecord<byte[], byte[]>> sent = sent(producer, "a.orders");
+        assertEquals(10, sent.size());
+        for (int i = 0; i < 10; i++) {
+            assertArrayEquals(wireValue(1001, "orders-0-" + i), sent.get(i).value());
+        }
+    }
+
+    /** The records with their values in Confluent's wire format, schema id 7. */
+    private static Map<TopicPartition, List<ConsumerRecord<byte[], byte[]>>> wire(
+            Map<TopicPartition, List<ConsumerRecord<byte[], byte[]>>> records) {
+        Map<TopicPartition, List<ConsumerRecord<byte[], byte[]>>> out = new HashMap<>();
+        records.forEach((tp, list) -> out.put(tp, list.stream().map(SlotWriterTest::wire).toList()));
+        return out;
+    }
+
+    /** {@code record} with its value in Confluent's wire format: schema id 7, then its text. */
+    private static ConsumerRecord<byte[], byte[]> wire(ConsumerRecord<byte[], byte[]> record) {
+        byte[] value = wireValue(7, new String(record.value(), StandardCharsets.UTF_8));
+        return new ConsumerRecord<>(record.topic(), record.partition(), record.offset(), record.timestamp(),
+                TimestampType.CREATE_TIME, 1, value.length, record.key(), value, new RecordHeaders(),
+                Optional.empty());
+    }
+
+    private static byte[] wireValue(int id, String text) {
+        byte[] body = text.getBytes(StandardCharsets.UTF_8);
+        return java.nio.ByteBuffer.allocate(5 + body.length).put((byte) 0).putInt(id).put(body).array();
     }
 
     /**
