@@ -152,7 +152,8 @@ def _map_schema_ids(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan,
     (:mod:`mirrorflow.schema.ids_in_ranges`), mapped on the driver and their new mappings
     stored with the plan. Returns the ids each source partition's records may carry (for
     the proof to check their mappings: without a scan, every id of its topic's table),
-    and whether the ranges were scanned."""
+    and whether a writer's refusal is final: the ranges were scanned, or there is no
+    transfer (nothing to scan for)."""
     transfer = flow.schema_transfer
     if transfer is None:
         return {}, True
