@@ -127,6 +127,36 @@ def test_a_new_admin_clients_first_probe_finds_the_leaders_in_metadata_read_firs
     assert "Request metadata for all topics: application requested" in logged  # the read
 
 
+def test_a_probe_asks_for_its_partitions_in_calls_of_a_bounded_size(
+        two_clusters: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """librdkafka's CPU for one ListOffsets call grows with the square of its partitions:
+    a probe sends them in calls of at most ``PARTITIONS_PER_REQUEST`` (both watermarks'),
+    and every partition's answer is its own."""
+    from confluent_kafka.admin import AdminClient
+
+    from mirrorflow.kafka import watermarks
+
+    a = two_clusters["a"]
+    create_topic(a, "wide", 7)
+    produce(a, "wide", varied_records(7), 7)
+    produce(a, "wide", varied_records(2), 1)  # a second record in partition 0
+    calls: list[int] = []
+    list_offsets = AdminClient.list_offsets
+
+    def recorded(self, requests, **kwargs):
+        calls.append(len(requests))
+        return list_offsets(self, requests, **kwargs)
+
+    monkeypatch.setattr(watermarks, "PARTITIONS_PER_REQUEST", 3)
+    monkeypatch.setattr(AdminClient, "list_offsets", recorded)
+    cluster = load_config(config_file(tmp_path / "c.properties", two_clusters,
+                                      "a->b.enabled = true")).cluster("a")
+    marks = probe_watermarks(cluster, [("wide", p) for p in range(7)])
+    assert calls == [3, 3, 1, 3, 3, 1]
+    assert {p: (w.low, w.high) for (_, p), w in marks.items()} == {
+        0: (0, 3), **{p: (0, 1) for p in range(1, 7)}}
+
+
 def test_a_plan_reads_the_sources_metadata_once_for_its_topics_and_its_probe(
         two_clusters: dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The plan lists the source's topics; its probe of their watermarks through the same

@@ -18,7 +18,6 @@ report as the part :data:`PART`; the commit task folds its last plan's commit in
 from __future__ import annotations
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
-from mirrorflow.plain import plain
 from mirrorflow.quality import reports
 from mirrorflow.run import checkpoint_step, commit_step, group_sync_step
 from mirrorflow.source.plan_records import Plan
@@ -39,7 +38,7 @@ def commit_cycle(config: MirrorConfig, flow: FlowConfig, plan: Plan, run_id: str
     report.validation = {"success": True, "verified_records": verified_records}
     checkpoint_step(config, flow, report)
     group_sync_step(config, flow, report)
-    return plain(report)
+    return report.summary()
 
 
 def keep(flow_name: str, run_id: str, earlier: dict | None) -> None:

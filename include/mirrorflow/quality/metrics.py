@@ -132,7 +132,9 @@ def update(flow_name: str, summary: dict, counters: bool = True) -> Path:
                 state["counters"][key] = state["counters"].get(key, 0) + value
         else:
             state["gauges"][key] = value
-    state_path.write_text(json.dumps(state, indent=1, sort_keys=True))
+    # Unindented: json's C encoder (indenting takes its Python one: 0.5 s of a
+    # 10,000-partition run's dozen metrics per partition).
+    state_path.write_text(json.dumps(state, sort_keys=True))
     path = directory / TEXT
     path.write_text(render({**state["counters"], **state["gauges"]}))
     return path
