@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 import pytest
@@ -17,7 +18,7 @@ from mirrorflow.kafka import internal_topics
 from mirrorflow.kafka.internal_topics import CompactedTopic
 from mirrorflow.lease import FlowLease
 from mirrorflow.source import ledger
-from mirrorflow.source.history import HistoryStore
+from mirrorflow.source.history import CHAIN, OWNED, SYNCS, Chain, HistoryStore, RemotePartition
 from mirrorflow.source.offset_syncs import offset_syncs_topic
 from mirrorflow.source.offsets import OffsetStore, decode, encode_key, encode_value, offsets_topic
 from mirrorflow.source.plan_store import PlanStore
@@ -62,6 +63,37 @@ def test_commit_and_read_back(two_clusters: dict[str, str]) -> None:
     assert (encode_key("a", "orders", 0), b'{"offset":29}', [("mirrorflow", b"1")]) in [
         r[:3] for r in on_wire]
     assert store.read() == ({("orders", 0): 29}, set())
+
+
+@pytest.mark.broker
+def test_a_history_read_decodes_the_kinds_of_entries_asked_for(
+        two_clusters: dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
+    """A flow's history holds three entries per partition; a reader asking for some kinds
+    gets those, and the others are not decoded (a damaged one goes unnoticed)."""
+    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
+                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n"
+                          "replication.factor = 1\n")
+    store = HistoryStore(config.cluster("b"), "a")
+    with FlowLease(config, config.flow("a->b"), "r"):
+        store.write([RemotePartition("a.orders", 0, 9, 4, [(0, 9)])], {("orders", 0): [(4, 9)]},
+                    {("orders", 0): Chain("id-1", 5)})
+        store.topic.write([(b"owned/a.orders/1", b"not json")])
+    def warned() -> list[str]:
+        return [r.getMessage().split(" skipped")[0] for r in caplog.records
+                if r.name == "mirrorflow.source.history"]
+
+    with caplog.at_level(logging.WARNING, logger="mirrorflow.source.history"):
+        chains = store.read_all((CHAIN,))
+        assert warned() == []
+        everything = store.read_all()
+    assert (chains.remote, chains.syncs) == ({}, {})
+    assert chains.chains == {("orders", 0): Chain("id-1", 5)}
+    assert everything.remote == {("a.orders", 0): RemotePartition("a.orders", 0, 9, 4, [(0, 9)])}
+    assert everything.syncs == {("orders", 0): [(4, 9)]}
+    assert everything.chains == chains.chains
+    assert warned() == [
+        "mirrorflow-history.a.internal on cluster 'b': entry b'owned/a.orders/1'"]
+    assert store.read_all((OWNED, SYNCS)).chains == {}
 
 
 def _java_partition(key: bytes, partitions: int) -> int:

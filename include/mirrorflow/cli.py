@@ -246,11 +246,11 @@ def _print_breaks(config: MirrorConfig, flow_name: str) -> int:
     """Every named break the flow's history keeps (per source partition, the newest
     first kept), from its target: what "completeness: passed" leaves out, and why."""
     from mirrorflow.quality.reports import describe_break
-    from mirrorflow.source.history import HistoryStore
+    from mirrorflow.source.history import CHAIN, HistoryStore
 
     flow = config.flow(flow_name)
     _reachable(config, flow.target)
-    chains = HistoryStore(config.cluster(flow.target), flow.source).read_all().chains
+    chains = HistoryStore(config.cluster(flow.target), flow.source).read_all((CHAIN,)).chains
     found = [b for _, chain in sorted(chains.items()) for b in chain.breaks]
     if not found:
         print(f"flow {flow.name}: no named break; every source offset since the flow "

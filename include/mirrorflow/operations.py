@@ -21,7 +21,7 @@ from mirrorflow.kafka import clients
 from mirrorflow.kafka.watermarks import probe_watermarks
 from mirrorflow.plain import plain
 from mirrorflow.schema import mapping
-from mirrorflow.source.history import Chain, HistoryStore
+from mirrorflow.source.history import CHAIN, Chain, HistoryStore
 from mirrorflow.source.ledger import keep_written
 from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan import discover_topics
@@ -83,7 +83,7 @@ def reset_positions(config: MirrorConfig, flow: FlowConfig, mode: str,
     ids = clients.topic_ids(source, sorted({t for t, _ in parts}))
     store.commit({tp: start - 1 for tp, start in starts.items()})
     history = HistoryStore(target, flow.source, flow.get("replication.factor"))
-    chains = history.read_all().chains
+    chains = history.read_all((CHAIN,)).chains
     breaks = {}
     for (topic, partition), start in starts.items():
         was = before.get((topic, partition))

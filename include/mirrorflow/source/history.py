@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mirrorflow.config.model import ClusterConfig
@@ -39,6 +39,10 @@ from mirrorflow.lease import check_held
 log = logging.getLogger(__name__)
 
 TopicPart = tuple[str, int]
+# The kinds of entries the history holds, by their keys' prefix: a remote partition's
+# (owned), a source partition's syncs and its chain.
+OWNED, SYNCS, CHAIN = "owned", "syncs", "chain"
+KINDS = (OWNED, SYNCS, CHAIN)
 KEEP_SPANS = 1000
 KEEP_SYNCS = 2000
 KEEP_BREAKS = 50
@@ -119,25 +123,29 @@ class HistoryStore:
 
     def read(self) -> tuple[dict[TopicPart, RemotePartition], dict[TopicPart, list]]:
         """(remote partition -> its history, source partition -> its syncs [(up, down)])."""
-        found = self.read_all()
+        found = self.read_all((OWNED, SYNCS))
         return found.remote, found.syncs
 
-    def read_all(self) -> FlowHistory:
-        """The remote partitions' history, the syncs and the chains, from one read."""
+    def read_all(self, kinds: Collection[str] = KINDS) -> FlowHistory:
+        """The remote partitions' history, the syncs and the chains, from one read; only
+        the entries of ``kinds`` are decoded (a flow of 10,000 partitions keeps 30,000, and
+        most readers want one or two kinds)."""
         out = FlowHistory()
         for key, value in self.topic.read().items():
             kind, _, rest = key.decode().partition("/")
+            if kind not in kinds:
+                continue
             topic, _, partition = rest.rpartition("/")
             try:
                 doc = json.loads(value)
                 tp = (topic, int(partition))
-                if kind == "owned":
+                if kind == OWNED:
                     out.remote[tp] = RemotePartition(
                         topic, tp[1], doc.get("verified_end"), doc.get("position"),
                         [(int(a), int(b)) for a, b in doc.get("owned", [])])
-                elif kind == "syncs":
+                elif kind == SYNCS:
                     out.syncs[tp] = [(int(u), int(d)) for u, d in doc["syncs"]]
-                elif kind == "chain":
+                elif kind == CHAIN:
                     out.chains[tp] = Chain(str(doc["topic_id"]), int(doc["next"]),
                                            list(doc.get("breaks", [])))
             except (ValueError, KeyError, TypeError) as exc:
@@ -151,11 +159,11 @@ class HistoryStore:
               syncs: Mapping[TopicPart, list[tuple[int, int]]],
               chains: Mapping[TopicPart, Chain] | None = None) -> None:
         check_held()
-        records = [(f"owned/{r.remote_topic}/{r.partition}".encode(), r.to_json())
+        records = [(f"{OWNED}/{r.remote_topic}/{r.partition}".encode(), r.to_json())
                    for r in remote]
-        records += [(f"chain/{t}/{p}".encode(), c.to_json())
+        records += [(f"{CHAIN}/{t}/{p}".encode(), c.to_json())
                     for (t, p), c in (chains or {}).items()]
-        records += [(f"syncs/{t}/{p}".encode(),
+        records += [(f"{SYNCS}/{t}/{p}".encode(),
                      json.dumps({"syncs": [list(s) for s in pairs[-KEEP_SYNCS:]]},
                                 separators=(",", ":")).encode())
                     for (t, p), pairs in syncs.items()]

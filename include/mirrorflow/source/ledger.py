@@ -129,13 +129,13 @@ def keep_written(target: ClusterConfig, source_alias: str, plan_id: str,
     they stay on the target: record their remote offsets as the flow's own in its history,
     so that no later proof calls them foreign, and drop the plan's spans. Returns, per
     source partition, the last upstream offset they hold."""
-    from mirrorflow.source.history import HistoryStore, RemotePartition, merge_spans
+    from mirrorflow.source.history import OWNED, HistoryStore, RemotePartition, merge_spans
 
     spans = [s for found in read_spans(target, source_alias, plan_id).values() for s in found]
     if not spans:
         return {}
     store = HistoryStore(target, source_alias, replication_factor)
-    remote = store.read_all().remote
+    remote = store.read_all((OWNED,)).remote
     changed: dict[TopicPart, RemotePartition] = {}
     for span in spans:
         rp = (span.remote_topic, span.partition)

@@ -30,7 +30,7 @@ from mirrorflow.kafka import clients, internal_topics
 from mirrorflow.kafka.watermarks import WatermarkError, log_ends, log_starts, probe_watermarks
 from mirrorflow.lease import check_held
 from mirrorflow.source import topic_sync
-from mirrorflow.source.history import Chain, HistoryStore
+from mirrorflow.source.history import CHAIN, Chain, HistoryStore
 from mirrorflow.source.ledger import spans_store
 from mirrorflow.source.offset_syncs import offset_syncs_topic
 from mirrorflow.source.offsets import OffsetStore
@@ -239,7 +239,7 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     limits = _max_message_bytes(target, [remote[t] for t in topics if remote[t] in existing])
     committed, outside = OffsetStore(config.cluster(flow.target), flow.source,
                                      flow.get("replication.factor")).read()
-    chains = HistoryStore(target, flow.source).read_all().chains
+    chains = HistoryStore(target, flow.source).read_all((CHAIN,)).chains
     ids = clients.topic_ids(source, list(topics))
     for (topic, partition), start in (starts or {}).items():
         committed[(topic, partition)] = start - 1
