@@ -83,7 +83,7 @@ def test_a_history_read_decodes_the_kinds_of_entries_asked_for(
                 if r.name == "mirrorflow.source.history"]
 
     with caplog.at_level(logging.WARNING, logger="mirrorflow.source.history"):
-        chains = store.read_all((CHAIN,))
+        chains = store.read_all(CHAIN)
         assert warned() == []
         everything = store.read_all()
     assert (chains.remote, chains.syncs) == ({}, {})
@@ -93,7 +93,8 @@ def test_a_history_read_decodes_the_kinds_of_entries_asked_for(
     assert everything.chains == chains.chains
     assert warned() == [
         "mirrorflow-history.a.internal on cluster 'b': entry b'owned/a.orders/1'"]
-    assert store.read_all((OWNED, SYNCS)).chains == {}
+    assert store.read_all(OWNED, SYNCS).chains == {}
+    assert store.read() == (everything.remote, everything.syncs)
 
 
 def _java_partition(key: bytes, partitions: int) -> int:

@@ -139,7 +139,7 @@ def test_a_probe_asks_for_its_partitions_in_calls_of_a_bounded_size(
     a = two_clusters["a"]
     create_topic(a, "wide", 7)
     produce(a, "wide", varied_records(7), 7)
-    produce(a, "wide", varied_records(2), 1)  # a second record in partition 0
+    produce(a, "wide", varied_records(2), 1)  # two more records in partition 0
     calls: list[int] = []
     list_offsets = AdminClient.list_offsets
 

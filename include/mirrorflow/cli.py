@@ -250,7 +250,7 @@ def _print_breaks(config: MirrorConfig, flow_name: str) -> int:
 
     flow = config.flow(flow_name)
     _reachable(config, flow.target)
-    chains = HistoryStore(config.cluster(flow.target), flow.source).read_all((CHAIN,)).chains
+    chains = HistoryStore(config.cluster(flow.target), flow.source).read_all(CHAIN).chains
     found = [b for _, chain in sorted(chains.items()) for b in chain.breaks]
     if not found:
         print(f"flow {flow.name}: no named break; every source offset since the flow "

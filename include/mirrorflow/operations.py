@@ -83,7 +83,7 @@ def reset_positions(config: MirrorConfig, flow: FlowConfig, mode: str,
     ids = clients.topic_ids(source, sorted({t for t, _ in parts}))
     store.commit({tp: start - 1 for tp, start in starts.items()})
     history = HistoryStore(target, flow.source, flow.get("replication.factor"))
-    chains = history.read_all((CHAIN,)).chains
+    chains = history.read_all(CHAIN).chains
     breaks = {}
     for (topic, partition), start in starts.items():
         was = before.get((topic, partition))

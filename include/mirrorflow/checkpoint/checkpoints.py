@@ -64,7 +64,7 @@ def superseded_ms(config: MirrorConfig, flow: FlowConfig) -> dict[tuple[str, int
     from mirrorflow.source.history import CHAIN, HistoryStore
 
     policy = flow.policy()
-    chains = HistoryStore(config.cluster(flow.target), flow.source).read_all((CHAIN,)).chains
+    chains = HistoryStore(config.cluster(flow.target), flow.source).read_all(CHAIN).chains
     moments = {(policy.format_remote_topic(flow.source, topic), partition):
                chain.superseded_ms() for (topic, partition), chain in chains.items()}
     return {rp: ms for rp, ms in moments.items() if ms}

@@ -143,7 +143,7 @@ def _others_spans(config: MirrorConfig, flow: FlowConfig,
         return {}
     with ThreadPoolExecutor(min(2 * len(aliases), 8), "fan-in spans") as pool:
         owned = pool.map(lambda a: history.HistoryStore(target, a).read_all(
-            (history.OWNED,)).remote, aliases)
+            history.OWNED).remote, aliases)
         pending = pool.map(lambda a: ledger.read_spans(target, a), aliases)
         found = [(item.owned, rp) for kept in owned for rp, item in kept.items()]
         found += [([(s.downstream_first, s.downstream_last)], (s.remote_topic, s.partition))
@@ -161,7 +161,7 @@ def scope(config: MirrorConfig, flow: FlowConfig, plan: Plan, result: dict,
     target = config.cluster(flow.target)
     policy = flow.policy()
     positions = OffsetStore(target, flow.source, flow.get("replication.factor")).positions()
-    kept = history.HistoryStore(target, flow.source).read_all((history.OWNED, history.CHAIN))
+    kept = history.HistoryStore(target, flow.source).read_all(history.OWNED, history.CHAIN)
     owned = kept.remote
     written = {(r["topic"], r["partition"]): r for r in result.get("ranges", [])}
     sampled = {(r.topic, r.partition) for r in verified}

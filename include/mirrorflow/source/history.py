@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from mirrorflow.config.model import ClusterConfig
@@ -123,13 +123,14 @@ class HistoryStore:
 
     def read(self) -> tuple[dict[TopicPart, RemotePartition], dict[TopicPart, list]]:
         """(remote partition -> its history, source partition -> its syncs [(up, down)])."""
-        found = self.read_all((OWNED, SYNCS))
+        found = self.read_all(OWNED, SYNCS)
         return found.remote, found.syncs
 
-    def read_all(self, kinds: Collection[str] = KINDS) -> FlowHistory:
-        """The remote partitions' history, the syncs and the chains, from one read; only
-        the entries of ``kinds`` are decoded (a flow of 10,000 partitions keeps 30,000, and
-        most readers want one or two kinds)."""
+    def read_all(self, *kinds: str) -> FlowHistory:
+        """The remote partitions' history, the syncs and the chains, from one read; given
+        ``kinds`` (of :data:`KINDS`), only their entries are decoded (a flow of 10,000
+        partitions keeps 30,000, and most readers want one or two kinds)."""
+        kinds = kinds or KINDS
         out = FlowHistory()
         for key, value in self.topic.read().items():
             kind, _, rest = key.decode().partition("/")

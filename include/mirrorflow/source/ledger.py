@@ -135,7 +135,7 @@ def keep_written(target: ClusterConfig, source_alias: str, plan_id: str,
     if not spans:
         return {}
     store = HistoryStore(target, source_alias, replication_factor)
-    remote = store.read_all((OWNED,)).remote
+    remote = store.read_all(OWNED).remote
     changed: dict[TopicPart, RemotePartition] = {}
     for span in spans:
         rp = (span.remote_topic, span.partition)

@@ -239,7 +239,7 @@ def build_plan(config: MirrorConfig, flow: FlowConfig, run_id: str, *,
     limits = _max_message_bytes(target, [remote[t] for t in topics if remote[t] in existing])
     committed, outside = OffsetStore(config.cluster(flow.target), flow.source,
                                      flow.get("replication.factor")).read()
-    chains = HistoryStore(target, flow.source).read_all((CHAIN,)).chains
+    chains = HistoryStore(target, flow.source).read_all(CHAIN).chains
     ids = clients.topic_ids(source, list(topics))
     for (topic, partition), start in (starts or {}).items():
         committed[(topic, partition)] = start - 1
