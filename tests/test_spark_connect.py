@@ -71,6 +71,12 @@ def test_local_server_of_a_config_and_a_run_through_it(server, two_clusters, tmp
     assert "SparkSubmit" not in subprocess.run(["ps", "-eo", "args"], capture_output=True,
                                                 text=True, check=True).stdout.replace(
         "org.apache.spark.sql.connect.service.SparkConnectServer", "")
+    # The range reads seek each partition they read, and Kafka's consumer logs each seek
+    # and each assignment at INFO: the range source keeps them out of the server's log
+    # (ConsumerLogs), whose lines of its own reads are there.
+    logged = server.log_file.read_text()
+    assert logged.count("RangeReader: read ") >= 4  # the mirror's and the proof's, twice
+    assert "Seeking to offset" not in logged and "Assigned to partition(s)" not in logged
 
 
 @pytest.mark.airflow

@@ -46,8 +46,10 @@ public final class RangeConsumers {
         return config;
     }
 
-    /** A new consumer with {@link #settings(Map) the forced settings}. */
+    /** A new consumer with {@link #settings(Map) the forced settings}, its per-partition
+     *  INFO lines kept out of Spark's logs ({@link ConsumerLogs}). */
     public static KafkaConsumer<byte[], byte[]> open(Map<String, String> given) {
+        ConsumerLogs.quiet();
         return new KafkaConsumer<>(settings(given));
     }
 }
