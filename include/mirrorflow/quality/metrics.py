@@ -132,8 +132,8 @@ def update(flow_name: str, summary: dict, counters: bool = True) -> Path:
                 state["counters"][key] = state["counters"].get(key, 0) + value
         else:
             state["gauges"][key] = value
-    # Unindented: json's C encoder (indenting takes its Python one: 0.5 s of a
-    # 10,000-partition run's dozen metrics per partition).
+    # Unindented: json's C encoder (indenting takes its Python one, twice as slow: 0.17 s
+    # against 0.10 s for the dozen metrics of each of 10,000 partitions).
     state_path.write_text(json.dumps(state, sort_keys=True))
     path = directory / TEXT
     path.write_text(render({**state["counters"], **state["gauges"]}))
