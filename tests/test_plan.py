@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -444,7 +445,8 @@ def test_a_plan_waits_for_its_new_partitions_asking_at_most_twice_a_second(
 def test_the_wait_for_new_partitions_asks_for_a_sample_of_them_until_it_is_served(
         two_clusters, monkeypatch, caplog) -> None:
     """While the broker opens the partitions a plan created, the wait asks for a sample
-    spread over them (at most 64), then once for all of them; every one is served."""
+    spread over them (at most 64), then once for all of them; every one is served, and
+    the log says when."""
     from mirrorflow.source import plan
 
     config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
@@ -462,10 +464,13 @@ def test_the_wait_for_new_partitions_asks_for_a_sample_of_them_until_it_is_serve
     monkeypatch.setattr(plan, "log_ends", recorded)
     create_topic(two_clusters["b"], "a.fresh", 100)
     created = [("a.fresh", p) for p in range(100)]
-    with caplog.at_level(logging.WARNING, logger="mirrorflow.source.plan"):
+    with caplog.at_level(logging.INFO, logger="mirrorflow.source.plan"):
         plan._await_opened(config.cluster("b"), created)
+        plan._await_opened(config.cluster("b"), [])  # nothing created: nothing asked
     assert asked == [created[::2], created]
-    assert (served, caplog.messages) == ({tp: 0 for tp in created}, [])
+    assert served == {tp: 0 for tp in created}
+    assert [re.fullmatch(r"cluster 'b' serves the 100 partitions this plan created, "
+                         r"after \d+\.\d s", m) is not None for m in caplog.messages] == [True]
 
 
 def test_offset_syncs_on_the_target_are_created_with_the_state_topics_when_emitted(

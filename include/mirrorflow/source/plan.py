@@ -184,15 +184,25 @@ def _await_opened(target: ClusterConfig, partitions: list[TopicPart]) -> None:
     requests, so the sample's last are served about when all are. Asking for every
     partition not yet served, twice a second, cost a first run of 10,000 partitions
     about 5 CPU-s of the driver's (librdkafka answers each partition as a Python future),
-    on the cores the broker opens them with, and the broker answered every one."""
+    on the cores the broker opens them with, and the broker answered every one.
+
+    The log says how long the broker took: most of a first run of thousands of new
+    partitions, and a figure of the broker's disk (docs/benchmark.md)."""
+    if not partitions:
+        return
+    started = time.monotonic()
     step = -(-len(partitions) // OPENED_SAMPLE)
-    deadline = time.monotonic() + OPENED_TIMEOUT_S
+    deadline = started + OPENED_TIMEOUT_S
     try:
         for wanted in (partitions[::step], partitions) if step > 1 else (partitions,):
             log_ends(target, wanted, timeout=max(deadline - time.monotonic(), 0.1),
                      retry_max_s=OPENED_PAUSE_S)
     except WatermarkError as exc:
         log.warning("%s; the mirror's producers wait for them", exc)
+        return
+    log.info("cluster %r serves the %d partition%s this plan created, after %.1f s",
+             target.alias, len(partitions), "" if len(partitions) == 1 else "s",
+             time.monotonic() - started)
 
 
 def _max_message_bytes(target: ClusterConfig, topics: list[str]) -> dict[str, int]:
