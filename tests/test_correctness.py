@@ -188,19 +188,28 @@ def test_more_ranges_than_write_slots_share_their_tasks(spark, two_clusters,
             assert read_partition(b, f"a.{topic}", p) == read_partition(a, topic, p)
 
 
+IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+
+
+def two_sources_into_b(clusters: dict, tmp_path: Path, records: int, policy: str = "") -> Path:
+    """`orders` on a and c with ``records`` each (c's numbered from 10,000), and a config
+    of the flows a->b and c->b under ``policy`` (MM2's default where empty)."""
+    for alias, first in (("a", 0), ("c", 10_000)):
+        create_topic(clusters[alias], "orders", 1)
+        produce(clusters[alias], "orders", varied_records(records, first), 1)
+    return config_file(tmp_path / "mm2.properties", clusters,
+                       "a->b.enabled = true\nc->b.enabled = true",
+                       "emit.heartbeats.enabled = false\n"
+                       + (f"replication.policy.class = {policy}\n" if policy else ""))
+
+
 def test_fan_in_two_flows_into_one_topic_each_proven(spark, three_clusters,
                                                      tmp_path: Path) -> None:
     """IdentityReplicationPolicy, MirrorMaker 1 style: a and c both write `orders` on the
     aggregation cluster b; each flow is exact and proves its own records, the other's
     neither foreign nor its own."""
     a, b, c = three_clusters["a"], three_clusters["b"], three_clusters["c"]
-    for bootstrap, first in ((a, 0), (c, 10_000)):
-        create_topic(bootstrap, "orders", 1)
-        produce(bootstrap, "orders", varied_records(40, first), 1)
-    path = config_file(tmp_path / "mm2.properties", three_clusters,
-                       "a->b.enabled = true\nc->b.enabled = true",
-                       "emit.heartbeats.enabled = false\nreplication.policy.class = "
-                       "org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n")
+    path = two_sources_into_b(three_clusters, tmp_path, 40, IDENTITY)
 
     results = [run_cycle(path, "a->b", spark=spark), run_cycle(path, "c->b", spark=spark)]
     produce(a, "orders", varied_records(15, 40), 1)
@@ -214,6 +223,37 @@ def test_fan_in_two_flows_into_one_topic_each_proven(spark, three_clusters,
     from_a = [r[:3] for r in read_partition(a, "orders", 0)]
     from_c = [r[:3] for r in read_partition(c, "orders", 0)]
     assert landed == from_a[:40] + from_c[:40] + from_c[40:] + from_a[40:]
+
+
+@pytest.mark.parametrize("policy, reads_c", [("", False), (IDENTITY, True)])
+def test_a_proof_reads_the_state_of_only_the_flows_that_may_write_its_topics(
+        spark, three_clusters, tmp_path: Path, monkeypatch, policy: str,
+        reads_c: bool) -> None:
+    """Under MM2's default policy c->b writes only `c.` topics, so a->b's proof reads
+    none of c's state on b (an entry per partition c mirrors); under
+    IdentityReplicationPolicy both write `orders` there and the proof reads c's to tell
+    its records apart. Either way a->b's run is exact and proven."""
+    from mirrorflow.source import ledger
+
+    a, b = three_clusters["a"], three_clusters["b"]
+    path = two_sources_into_b(three_clusters, tmp_path, 20, policy)
+    run_cycle(path, "c->b", spark=spark)
+    read: list[str] = []
+    read_spans = ledger.read_spans
+
+    def recorded(target, source_alias, plan_id=None):
+        read.append(source_alias)
+        return read_spans(target, source_alias, plan_id)
+
+    monkeypatch.setattr(ledger, "read_spans", recorded)
+    result = run_cycle(path, "a->b", spark=spark)
+
+    assert (result.records, result.validation["success"]) == (20, True)
+    assert [v["foreign"] for v in result.validation["ranges"]] == [0]
+    assert ("c" in read, "a" in read) == (reads_c, True)
+    remote_topic = "orders" if policy else "a.orders"
+    assert [r[:3] for r in read_partition(b, remote_topic, 0)][-20:] == \
+        [r[:3] for r in read_partition(a, "orders", 0)]
 
 
 def test_translation_stays_exact_for_a_group_five_runs_behind_after_compaction(
