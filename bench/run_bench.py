@@ -31,6 +31,7 @@ Prints a table and writes bench/results.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -38,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import many_partitions  # beside this file: the script's own directory is on sys.path
@@ -393,9 +395,7 @@ def main() -> int:
         mm2 = {setting: mm2_run(tmp, brokers, f"mm2{setting}", n, args.size, parts, setting)
                for setting in MM2_SETTINGS}
 
-        server = connect_server.ConnectServer("127.0.0.1", free_port(), tmp / "connect")
-        connect_server.start(server)
-        try:
+        with a_connect_server(tmp / "connect") as server:
             # The server's first run (its JIT compiles Kafka's and Spark's hot paths as it
             # goes), then as many as MM2 had before its measured pass, then the measured
             # one: each a flow of its own over the same backlog.
@@ -418,16 +418,14 @@ def main() -> int:
                                                     "big"), "big->dst", server.url)
             assert big.records == args.big_records, big.records
             many = many_figures(tmp, brokers, server, args)
-        finally:
-            connect_server.stop(server)
         # The backlog and the Connect flow's two small runs' records (in process, and a
         # fresh process). Before the schema case, whose ten runs of the backlog's size on
         # their own topic slowed the spark-submit run after them from 16 to 33 s.
         submitted = n + 2 * parts
         submit_s, submit_check_s, submit_small_s, *_ = mirrorflow_runs(
             tmp, brokers, "submit", "local[*]", submitted, args.size, parts)
-        schemas = only_on_a_server(
-            tmp / "schemas", lambda server: schema_figures(tmp, brokers, server, args))
+        with a_connect_server(tmp / "schemas") as server:
+            schemas = schema_figures(tmp, brokers, server, args)
 
     figures = summarize(Measured(
         args, consume_s, produce_s, loop_s, consume_cpu, produce_cpu, loop_cpu, mm2,
@@ -454,12 +452,13 @@ def print_figures(found: dict) -> None:
         print(f"{key}: {value}")
 
 
-def only_on_a_server(state_dir: Path, measure):
-    """``measure(server)`` on a Spark Connect server of its own, stopped after it."""
+@contextlib.contextmanager
+def a_connect_server(state_dir: Path) -> Iterator[connect_server.ConnectServer]:
+    """A Spark Connect server of its own (state in ``state_dir``), stopped on the way out."""
     server = connect_server.ConnectServer("127.0.0.1", free_port(), state_dir)
     connect_server.start(server)
     try:
-        return measure(server)
+        yield server
     finally:
         connect_server.stop(server)
 
@@ -468,10 +467,9 @@ def only(args, measure) -> int:
     """One group of cases alone (``measure``: :func:`many_figures` or
     :func:`schema_figures`), merged into an existing results.json."""
     with tempfile.TemporaryDirectory() as tmp_dir, \
-            running_clusters(["src", "dst"], Path(tmp_dir) / "brokers") as brokers:
-        tmp = Path(tmp_dir)
-        found = only_on_a_server(tmp / "connect",
-                                 lambda server: measure(tmp, brokers, server, args))
+            running_clusters(["src", "dst"], Path(tmp_dir) / "brokers") as brokers, \
+            a_connect_server(Path(tmp_dir) / "connect") as server:
+        found = measure(Path(tmp_dir), brokers, server, args)
     print_figures(found)
     figures = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     RESULTS.write_text(json.dumps({**figures, **found}, indent=2) + "\n")
