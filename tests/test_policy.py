@@ -27,6 +27,17 @@ def test_default_policy_naming() -> None:
     assert p.original_topic("orders") == "orders"
 
 
+def test_the_prefix_of_a_clusters_remote_topics_where_the_policy_has_one() -> None:
+    class Suffixed(DefaultReplicationPolicy):
+        def format_remote_topic(self, source_cluster_alias: str, topic: str) -> str:
+            return f"{topic}.{source_cluster_alias}"
+
+    assert DefaultReplicationPolicy().remote_topic_prefix("a") == "a."
+    assert DefaultReplicationPolicy(separator="__").remote_topic_prefix("us.east") == "us.east__"
+    assert IdentityReplicationPolicy(source_cluster_alias="a").remote_topic_prefix("a") is None
+    assert Suffixed().remote_topic_prefix("a") is None
+
+
 def test_internal_topic_names() -> None:
     p = DefaultReplicationPolicy()
     assert p.heartbeats_topic() == "heartbeats"

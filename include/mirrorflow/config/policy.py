@@ -48,6 +48,15 @@ class ReplicationPolicy:
     def format_remote_topic(self, source_cluster_alias: str, topic: str) -> str:
         return f"{source_cluster_alias}{self.separator}{topic}"
 
+    def remote_topic_prefix(self, source_cluster_alias: str) -> str | None:
+        """What every remote topic from that cluster starts with under this policy's
+        naming (``{alias}{separator}``); None for a policy that names them its own way
+        (IdentityReplicationPolicy, or any subclass that overrides
+        :meth:`format_remote_topic`)."""
+        if type(self).format_remote_topic is not ReplicationPolicy.format_remote_topic:
+            return None
+        return self.format_remote_topic(source_cluster_alias, "")
+
     def topic_source(self, topic: str) -> str | None:
         """The alias of the cluster a remote topic came from, None for a local topic."""
         parts = topic.split(self.separator)

@@ -49,7 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mirrorflow.config.model import FlowConfig, MirrorConfig
-from mirrorflow.config.policy import PolicyError, ReplicationPolicy
+from mirrorflow.config.policy import PolicyError
 from mirrorflow.kafka.watermarks import log_ends, log_starts
 from mirrorflow.quality import reports, schema_check
 from mirrorflow.quality.compare import (
@@ -146,13 +146,10 @@ def _may_write(config: MirrorConfig, flow: FlowConfig, alias: str,
     if other is None:
         return True
     try:
-        policy = other.policy()
+        prefix = other.policy().remote_topic_prefix(alias)
     except PolicyError:
         return True
-    if type(policy).format_remote_topic is not ReplicationPolicy.format_remote_topic:
-        return True
-    prefix = policy.format_remote_topic(alias, "")
-    return any(topic.startswith(prefix) for topic in remote_topics)
+    return prefix is None or any(topic.startswith(prefix) for topic in remote_topics)
 
 
 def _others_spans(config: MirrorConfig, flow: FlowConfig,
