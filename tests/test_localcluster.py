@@ -113,6 +113,43 @@ def test_port_taken_by_a_foreign_process_names_the_cluster(tmp_path: Path,
         assert "nothing was running" in capsys.readouterr().out
 
 
+def test_a_port_another_cluster_takes_before_the_broker_binds_it_fails_the_start(
+        kafka, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another broker that takes the port between the check that it is free and the new
+    JVM's bind (a test worker's broker restarted there) is not taken for ours: the start
+    fails naming the port and both clusters, and stops the JVM it started."""
+    from conftest import TEST_BROKER
+
+    from helpers.kafka import QUICK_START
+
+    taken = kafka["a"]
+    broker = localcluster.LocalBroker("x", "127.0.0.1", taken.port, tmp_path,
+                                      properties=TEST_BROKER, java_options=QUICK_START)
+    # The race's window is the seconds a JVM takes to bind, too short to hit on purpose:
+    # the check is told the port is free, as it was when it looked.
+    monkeypatch.setattr(localcluster, "_port_in_use", lambda host, port: False)
+    with pytest.raises(localcluster.LocalClusterError) as failed:
+        localcluster.start(broker)
+    ours = localcluster._formatted_cluster_id(broker)
+    other = localcluster._answering_cluster(taken.bootstrap)
+    assert other not in (None, "", ours)
+    assert str(failed.value) == (
+        f"cluster 'x': port {taken.port} on 127.0.0.1 is answered by another Kafka cluster "
+        f"({other}), not the broker mirrorflow formatted in {broker.data_dir} ({ours})")
+    assert broker.pid() is None and not broker.pid_file.exists()
+    mine = str(broker.server_properties.resolve()).encode()
+    assert not [p for p in Path("/proc").glob("[0-9]*")
+                if mine in _cmdline(p)], "the JVM the start began still runs"
+    assert taken.pid() is not None and localcluster.answers_metadata(taken.bootstrap)
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def test_stale_pid_file_is_ignored(tmp_path: Path) -> None:
     broker = localcluster.LocalBroker("a", "127.0.0.1", localcluster.free_port(), tmp_path)
     broker.home.mkdir(parents=True)

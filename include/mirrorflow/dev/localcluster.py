@@ -134,15 +134,21 @@ def _local_broker(cluster: ClusterConfig, state_dir: Path) -> LocalBroker | None
 def answers_metadata(bootstrap: str, timeout: float = 2.0,
                      client: Mapping[str, str] | None = None) -> bool:
     """True when a Kafka broker at ``bootstrap`` answers a metadata request."""
+    return _answering_cluster(bootstrap, timeout, client) is not None
+
+
+def _answering_cluster(bootstrap: str, timeout: float = 2.0,
+                      client: Mapping[str, str] | None = None) -> str | None:
+    """The id of the Kafka cluster whose broker answers a metadata request at
+    ``bootstrap``, or None when none does."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000),
                          "log_level": 0, **(client or {})})
     try:
-        admin.list_topics(timeout=timeout)
+        return admin.list_topics(timeout=timeout).cluster_id or ""
     except Exception:
-        return False
-    return True
+        return None
 
 
 def _port_in_use(host: str, port: int) -> bool:
@@ -220,6 +226,16 @@ def _format(broker: LocalBroker) -> None:
                                 f"failed: {(proc.stderr or proc.stdout).strip()[-500:]}")
 
 
+def _formatted_cluster_id(broker: LocalBroker) -> str:
+    """The id of the cluster the broker's log dirs were formatted for (``meta.properties``)."""
+    for line in (broker.data_dir / "meta.properties").read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "cluster.id":
+            return value.strip()
+    raise LocalClusterError(f"cluster {broker.alias!r}: {broker.data_dir / 'meta.properties'} "
+                            "names no cluster.id")
+
+
 def start(broker: LocalBroker, timeout: float = READY_TIMEOUT_S) -> int:
     """Start one broker (formatting it on the first start) and wait until it answers
     metadata. Returns its PID."""
@@ -237,6 +253,7 @@ def start(broker: LocalBroker, timeout: float = READY_TIMEOUT_S) -> int:
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
     broker.pid_file.write_text(f"{process.pid}\n")
+    ours = _formatted_cluster_id(broker)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -244,8 +261,19 @@ def start(broker: LocalBroker, timeout: float = READY_TIMEOUT_S) -> int:
             raise LocalClusterError(
                 f"cluster {broker.alias!r}: broker exited with status {process.returncode}; "
                 f"see {broker.log_file}")
-        if answers_metadata(broker.bootstrap, timeout=1.0, client=broker.client):
+        # Only our cluster's answer means our broker is up: the port was free when checked,
+        # but another process may take it in the seconds before this JVM binds it (a test
+        # run's other broker restarted on it, say), and its answer would make a caller
+        # stop, wipe or write to that other cluster as if it were this one.
+        found = _answering_cluster(broker.bootstrap, timeout=1.0, client=broker.client)
+        if found == ours:
             return process.pid
+        if found is not None:
+            stop(broker)
+            raise LocalClusterError(
+                f"cluster {broker.alias!r}: port {broker.port} on {broker.host} is answered "
+                f"by another Kafka cluster ({found}), not the broker mirrorflow formatted in "
+                f"{broker.data_dir} ({ours})")
         time.sleep(0.1)
     stop(broker)
     raise LocalClusterError(
