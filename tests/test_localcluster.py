@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 from pathlib import Path
 
@@ -148,6 +149,28 @@ def _cmdline(proc: Path) -> bytes:
         return (proc / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_free_ports_lie_below_the_ephemeral_range_and_skip_a_taken_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ports picked for local servers are not ones the kernel hands outgoing
+    connections, they do not repeat when the random module is seeded the same (as
+    pytest-randomly seeds every test worker's), and one that a socket holds is passed
+    over."""
+    start = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = []
+    for _ in range(20):
+        random.seed(7)
+        ports.append(localcluster.free_port())
+    assert all(localcluster.PORT_RANGE_START <= port < start for port in ports), ports
+    assert len(set(ports)) > 15, ports
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", ports[0]))
+        held.listen(1)
+        other = ports[1] if ports[1] != ports[0] else ports[0] + 1
+        tried = type("Tried", (), {"sample": lambda self, population, k: [ports[0], other]})
+        monkeypatch.setattr(localcluster, "_PORT_CHOICE", tried())
+        assert localcluster.free_port() == other
 
 
 def test_stale_pid_file_is_ignored(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import random
 import socket
 import subprocess
 import time
@@ -376,10 +377,44 @@ def status(config: MirrorConfig, state_dir: Path = DEFAULT_STATE_DIR) -> list[Br
     ]
 
 
+# Ports picked for local servers (brokers, their controllers, Spark Connect servers) lie
+# below the kernel's ephemeral range, from which every outgoing connection's local port
+# comes: a server started again on its port (a test's broker restarted, a controller's
+# kept port) could otherwise find it held by some client's connection, and a client
+# reconnecting to the port while the server was down could connect to itself.
+PORT_RANGE_START = 20000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_PORT_TRIES = 100
+# The operating system's randomness: processes started alike (test workers whose random
+# module a plugin seeds the same) must not try the same ports in the same order.
+_PORT_CHOICE = random.SystemRandom()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host.strip("[]"), 0))
+    """A port that nothing at ``host`` listens on or connects from now, below the kernel's
+    ephemeral range (the kernel's own pick where that range leaves no room below it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    address = host.strip("[]")
+    end = _ephemeral_start()
+    if end - PORT_RANGE_START >= _PORT_TRIES:
+        for port in _PORT_CHOICE.sample(range(PORT_RANGE_START, end), _PORT_TRIES):
+            with socket.socket(family) as sock:
+                try:
+                    sock.bind((address, port))
+                except OSError:
+                    continue
+                return port
+    with socket.socket(family) as sock:
+        sock.bind((address, 0))
         return sock.getsockname()[1]
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default where unreadable)."""
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 @contextlib.contextmanager
