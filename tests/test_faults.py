@@ -378,6 +378,15 @@ def test_a_truncated_pending_plan_is_a_named_error_not_a_traceback(brokers,
         plan_run(config, config.flow("a->b"), "r")
 
 
+def _listening_pid(bootstrap: str) -> int | None:
+    """The process listening on the port of ``bootstrap`` (host:port)."""
+    import psutil
+
+    port = int(bootstrap.rpartition(":")[2])
+    return next((c.pid for c in psutil.net_connections("tcp")
+                 if c.status == psutil.CONN_LISTEN and c.laddr.port == port), None)
+
+
 def test_a_broker_that_stops_answering_fails_the_watermark_probe_by_name(
         brokers, tmp_path: Path) -> None:
     """A target broker that keeps its connections but answers nothing (SIGSTOP) fails a
@@ -392,6 +401,9 @@ def test_a_broker_that_stops_answering_fails_the_watermark_probe_by_name(
     assert set(probe_watermarks(cluster, [("a.orders", 0), ("a.orders", 1)])) == {
         ("a.orders", 0), ("a.orders", 1)}
     pid = kafka["b"].pid()
+    # The JVM paused below is the one that serves b's port: once the probe was answered
+    # while it was paused, as by another broker on that port.
+    assert _listening_pid(bootstraps["b"]) == pid
     os.kill(pid, signal.SIGSTOP)
     try:
         started = time.monotonic()
