@@ -49,8 +49,8 @@ def orders_flow(tmp_path: Path, clusters: dict[str, str], n: int) -> tuple[Path,
 
 
 def write(spark, path: Path, run_id: str = "run-1", **changes) -> list[dict]:
-    """Plan the flow and write its one range of ``orders[0]`` with the JVM writer (the
-    task's fields changed by ``changes``); the writer's results."""
+    """Plan the flow and write its ranges (of ``orders``) in one write slot with the JVM
+    writer (the tasks' fields changed by ``changes``); the writer's results."""
     import json
 
     config = load_config(path)
@@ -58,9 +58,10 @@ def write(spark, path: Path, run_id: str = "run-1", **changes) -> list[dict]:
     with FlowLease(config, flow, run_id):
         plan, _ = plan_run(config, flow, run_id)
         ledger.spans_store(config.cluster("b"), "a").ensure()
-        (task,) = [replace(t, **changes) for t in write_tasks(flow, plan)]
-        options = mirror_options(config, flow, {("orders", 0): task},
-                                 [[("orders", 0, task.start, task.end)]])
+        tasks = {(t.topic, t.partition): replace(t, slot=0, **changes)
+                 for t in write_tasks(flow, plan)}
+        options = mirror_options(config, flow, tasks, [[
+            (t.topic, t.partition, t.start, t.end) for t in tasks.values()]])
         try:
             rows = spark.read.format(MIRROR_FORMAT).options(**options).load().collect()
         except Py4JJavaError as exc:
@@ -92,6 +93,34 @@ def test_spans_and_the_resume_position_record_where_each_record_went(spark, two_
 
 def json_of(span: ledger.Span) -> str:
     return span.value().decode()
+
+
+def test_a_transaction_of_many_ranges_writes_one_span_record(spark, two_clusters,
+                                                            tmp_path: Path) -> None:
+    """Four ranges in one transaction: one record in the spans topic, keyed by the plan,
+    holding a span of each range (a record per range left a flow's spans topic with one
+    tombstone per range and run for a day); the commit tombstones it."""
+    from mirrorflow.kafka.internal_topics import read_log
+
+    a, b = two_clusters["a"], two_clusters["b"]
+    create_topic(a, "orders", 4)
+    create_topic(b, "a.orders", 4)
+    produce(a, "orders", varied_records(40), 4)
+    path = flow_file(tmp_path, two_clusters)
+    results = write(spark, path)
+    assert sorted((r["partition"], r["records_written"]) for r in results) == [
+        (0, 10), (1, 10), (2, 10), (3, 10)]
+    target = load_config(path).cluster("b")
+    (record,) = read_log(target, ledger.spans_topic("a"))
+    spans = ledger.read_spans(target, "a")
+    plan_id = spans[("orders", 0)][0].plan_id
+    first = ledger.decode_spans(record.value)[0]
+    assert record.key == f"{plan_id}/orders/{first.partition}/a.orders/0".encode()
+    assert sorted((tp, [(s.upstream_first, s.upstream_last, s.records) for s in found])
+                  for tp, found in spans.items()) == [
+        (("orders", p), [(0, 9, 10)]) for p in range(4)]
+    ledger.drop_spans(target, "a", plan_id)
+    assert ledger.read_spans(target, "a") == {}
 
 
 def test_a_zombie_of_the_slot_is_fenced_and_its_records_never_seen(spark, two_clusters,

@@ -9,13 +9,15 @@ Every writer transaction (:mod:`mirrorflow.source.writer`) carries, besides its 
   producer's transaction, KIP-447/KIP-618). A retry's writer (in the JVM) reads it,
   stable, after fencing, and so knows exactly the last upstream offset written, whatever
   else wrote the remote partition and whatever compaction or retention did to the source.
-* **a span record** in ``mirrorflow-spans.<source>.internal`` on the target: the
-  transaction's upstream and downstream offsets and the (upstream, downstream) pairs
-  where their distance changes. The spans of a plan say exactly which remote offsets
-  hold the plan's records and which upstream offset each came from: the completeness
-  check proves them record by record, the offset syncs and the translation history are
-  taken from them, and other flows writing the same remote partition (fan-in) tell
-  their records from foreign ones by them.
+* **its spans** in ``mirrorflow-spans.<source>.internal`` on the target: per range it
+  wrote to, the transaction's upstream and downstream offsets and the (upstream,
+  downstream) pairs where their distance changes; packed into one record per transaction
+  (per 64 KiB of spans: :func:`decode_spans`), which the plan's commit tombstones. The
+  spans of a plan say exactly which remote offsets hold the plan's records and which
+  upstream offset each came from: the completeness check proves them record by record,
+  the offset syncs and the translation history are taken from them, and other flows
+  writing the same remote partition (fan-in) tell their records from foreign ones by
+  them.
 
 The group's name starts with ``__`` so that MM2's and mirrorflow's default
 ``groups.exclude`` never checkpoint it.
@@ -84,10 +86,25 @@ class Span:
 
     @classmethod
     def decode(cls, value: bytes) -> Span:
-        doc = json.loads(value)
+        return cls.from_doc(json.loads(value))
+
+    @classmethod
+    def from_doc(cls, doc: dict) -> Span:
         return cls(doc["plan"], doc["topic"], int(doc["partition"]), doc["remote"],
                    int(doc["u"][0]), int(doc["u"][1]), int(doc["d"][0]), int(doc["d"][1]),
                    int(doc["n"]), tuple((int(u), int(d)) for u, d in doc["syncs"]))
+
+
+def decode_spans(value: bytes) -> list[Span]:
+    """The spans of one record of the spans topic: ``{"spans": [<span>, ...]}``, one record
+    per writer transaction (the JVM writer's ``SpanRecords``: a record per span kept a
+    flow's tombstones, one per range and run, for the topic's ``delete.retention.ms``), or
+    one span, as earlier versions wrote (a plan they left pending is finished and committed
+    by this one)."""
+    doc = json.loads(value)
+    if isinstance(doc, dict) and "spans" in doc:
+        return [Span.from_doc(one) for one in doc["spans"]]
+    return [Span.from_doc(doc)]
 
 
 def spans_store(target: ClusterConfig, source_alias: str,
@@ -102,14 +119,17 @@ def read_spans(target: ClusterConfig, source_alias: str,
     would then find its records unaccounted for, and say so)."""
     out: dict[TopicPart, list[Span]] = {}
     for key, value in spans_store(target, source_alias).read().items():
+        if plan_id is not None and not key.startswith(f"{plan_id}/".encode()):
+            continue
         try:
-            span = Span.decode(value)
+            spans = decode_spans(value)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             log.warning("%s on cluster %r: record %r is not a span (%s); skipped",
                         spans_topic(source_alias), target.alias, key[:120], exc)
             continue
-        if plan_id is None or span.plan_id == plan_id:
-            out.setdefault((span.topic, span.partition), []).append(span)
+        for span in spans:
+            if plan_id is None or span.plan_id == plan_id:
+                out.setdefault((span.topic, span.partition), []).append(span)
     for spans in out.values():
         spans.sort(key=lambda s: s.upstream_first)
     return out

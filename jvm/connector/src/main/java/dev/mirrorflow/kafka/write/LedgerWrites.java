@@ -18,7 +18,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The write ledger's entries of one transaction besides its records (Python
- * {@code source.ledger}): its span records, sent through the slot's producer into the same
+ * {@code source.ledger}): its span records ({@link SpanRecords}), sent through the slot's producer into the same
  * transaction, and, where the target refuses transactions, the resume positions committed to
  * the progress group with the admin client after the data ({@code alterConsumerGroupOffsets}:
  * the group has no members, so the admin may set its offsets).
@@ -38,13 +38,16 @@ final class LedgerWrites {
         this.clients = clients;
     }
 
-    /** Sends the span records of one transaction; their delivery failures are kept ({@link #spanErrors()}). */
-    void sendSpans(Producer<byte[], byte[]> producer, List<Span> spans) {
+    /**
+     * Sends the span records of one transaction ({@link SpanRecords}, at most {@code maxBytes} each);
+     * their delivery failures are kept ({@link #spanErrors()}).
+     */
+    void sendSpans(Producer<byte[], byte[]> producer, List<Span> spans, int maxBytes) {
         synchronized (spanErrors) {
             spanErrors.clear();
         }
-        for (Span span : spans) {
-            producer.send(new ProducerRecord<>(config.spansTopic(), span.key(), span.value()), (metadata, e) -> {
+        for (SpanRecords record : SpanRecords.pack(spans, maxBytes)) {
+            producer.send(new ProducerRecord<>(config.spansTopic(), record.key(), record.value()), (metadata, e) -> {
                 if (e != null) {
                     synchronized (spanErrors) {
                         spanErrors.add(e);

@@ -96,7 +96,7 @@ final class ProducerSettings {
         return config;
     }
 
-    private static long number(Map<String, Object> config, String name) {
+    static long number(Map<String, Object> config, String name) {
         String text = String.valueOf(config.get(name)).strip();
         try {
             return Long.parseLong(text);

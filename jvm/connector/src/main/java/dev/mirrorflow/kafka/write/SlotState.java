@@ -34,6 +34,8 @@ abstract class SlotState {
     boolean careful;
     /** Why the slot writes without transactions, or null. */
     String atLeastOnce;
+    /** The most bytes of spans one span record carries ({@link SpanRecords#limit}). */
+    int spanRecordBytes = SpanRecords.MAX_BYTES;
     long txnRecords;
     long txnBytes;
     /** The open transaction's slices in the order produced. */

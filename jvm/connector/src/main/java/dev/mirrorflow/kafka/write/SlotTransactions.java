@@ -120,7 +120,7 @@ abstract class SlotTransactions extends SlotState {
             all.addAll(spans.get(state));
         }
         try {
-            ledger.sendSpans(producer, all);
+            ledger.sendSpans(producer, all, spanRecordBytes);
         } catch (InterruptException e) {
             throw e;
         } catch (KafkaException e) {

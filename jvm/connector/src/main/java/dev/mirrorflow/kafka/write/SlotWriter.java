@@ -14,6 +14,7 @@ import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.Producer;
+import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.KafkaException;
@@ -176,6 +177,7 @@ public final class SlotWriter extends SlotTransactions {
     }
 
     private Producer<byte[], byte[]> newProducer(Map<String, Object> settings, String where) {
+        spanRecordBytes = SpanRecords.limit(ProducerSettings.number(settings, ProducerConfig.MAX_REQUEST_SIZE_CONFIG));
         try {
             return clients.producer(settings);
         } catch (KafkaException e) {

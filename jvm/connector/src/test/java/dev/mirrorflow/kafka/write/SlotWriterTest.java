@@ -210,10 +210,11 @@ class SlotWriterTest {
         return producer.history().stream().filter(r -> r.topic().equals(topic)).collect(Collectors.toList());
     }
 
+    /** The spans sent, each span record's in order. */
     private static List<JsonNode> spans(MockProducer<byte[], byte[]> producer) throws Exception {
         List<JsonNode> out = new ArrayList<>();
         for (ProducerRecord<byte[], byte[]> r : sent(producer, SPANS)) {
-            out.add(JSON.readTree(r.value()));
+            JSON.readTree(r.value()).get("spans").forEach(out::add);
         }
         return out;
     }
@@ -240,8 +241,8 @@ class SlotWriterTest {
         assertEquals(2, producer.commitCount());
         List<JsonNode> spans = spans(producer);
         assertEquals(2, spans.size());
-        assertEquals("{\"plan\":\"plan-1\",\"topic\":\"orders\",\"partition\":0,\"remote\":\"a.orders\",\"u\":[550,749],"
-                + "\"d\":[300,499],\"n\":200,\"syncs\":[[550,300]]}",
+        assertEquals("{\"spans\":[{\"plan\":\"plan-1\",\"topic\":\"orders\",\"partition\":0,\"remote\":\"a.orders\","
+                + "\"u\":[550,749],\"d\":[300,499],\"n\":200,\"syncs\":[[550,300]]}]}",
                 new String(sent(producer, SPANS).get(1).value(), StandardCharsets.UTF_8));
         assertEquals("plan-1/orders/0/a.orders/300", new String(sent(producer, SPANS).get(1).key(), StandardCharsets.UTF_8));
         assertEquals("[0,549]", spans.get(0).get("u").toString());
@@ -267,8 +268,8 @@ class SlotWriterTest {
         assertTrue(json.get("transactional").asBoolean());
         assertTrue(json.get("at_least_once").isNull());
         assertEquals(2, json.get("spans").size());
-        assertEquals(new String(sent(producer, SPANS).get(0).value(), StandardCharsets.UTF_8),
-                json.get("spans").get(0).asText());
+        assertEquals("{\"spans\":[" + json.get("spans").get(0).asText() + "]}",
+                new String(sent(producer, SPANS).get(0).value(), StandardCharsets.UTF_8));
         long payload = data.stream().mapToLong(r -> r.key().length + r.value().length).sum();
         assertEquals(payload, json.get("bytes_written").asLong());
         assertTrue(json.get("source_digest").isNull());  // upstream offsets with gaps
@@ -322,7 +323,11 @@ class SlotWriterTest {
         assertEquals(List.of("orders[0]", "orders[1]", "clicks[0]"),
                 results.stream().map(r -> r.task().source()).toList());  // clicks[1] got no record
         assertEquals(1, producer.commitCount());
-        assertEquals(3, spans(producer).size());
+        assertEquals(1, sent(producer, SPANS).size());  // one span record for the transaction
+        assertEquals(List.of("orders", "orders", "clicks"),
+                spans(producer).stream().map(s -> s.get("topic").asText()).toList());
+        assertEquals("plan-1/orders/0/a.orders/0", new String(sent(producer, SPANS).get(0).key(),
+                StandardCharsets.UTF_8));
         for (RangeResult result : results) {
             assertEquals(3, result.recordsWritten());
         }

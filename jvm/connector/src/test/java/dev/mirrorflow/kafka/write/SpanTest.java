@@ -43,6 +43,26 @@ class SpanTest {
     }
 
     @Test
+    void aTransactionsSpansArePackedIntoRecordsOfAtMostTheLimit() {
+        List<Span> spans = new java.util.ArrayList<>();
+        for (int p = 0; p < 5; p++) {
+            spans.add(new Span("plan-1", "orders", p, "a.orders", 10, 12, 20, 22, 3, List.of(new Span.Sync(10, 20))));
+        }
+        int one = spans.get(0).json().length();
+        assertEquals(1, SpanRecords.pack(spans, SpanRecords.MAX_BYTES).size());
+        List<SpanRecords> records = SpanRecords.pack(spans, "{\"spans\":[]}".length() + 2 * one + 1);
+        assertEquals(3, records.size());  // 2 + 2 + 1
+        assertArrayEquals("plan-1/orders/2/a.orders/20".getBytes(StandardCharsets.UTF_8), records.get(1).key());
+        assertEquals("{\"spans\":[" + spans.get(2).json() + "," + spans.get(3).json() + "]}",
+                new String(records.get(1).value(), StandardCharsets.UTF_8));
+        // A span larger than the limit goes alone.
+        assertEquals(5, SpanRecords.pack(spans, 10).size());
+        assertEquals(0, SpanRecords.pack(List.of(), 10).size());
+        assertEquals(SpanRecords.MAX_BYTES, SpanRecords.limit(16 * 1024 * 1024));
+        assertEquals(5_000, SpanRecords.limit(10_000));
+    }
+
+    @Test
     void pythonJsonEscapes() {
         StringBuilder out = new StringBuilder();
         PyJson.string(out, "a\nb\t\u0001\u007f/\\\ud83d\ude00");
