@@ -98,6 +98,38 @@ def test_pending_plan_is_resumed_not_replanned(setup) -> None:
     assert not resumed and fresh.plan_id != first.plan_id
 
 
+def test_a_commit_keeps_the_newest_plans_as_stored_without_parsing_them(setup) -> None:
+    """The store keeps the newest KEEP_PLANS plans by when they were stored, a malformed
+    one among them too (the pending plan alone is parsed, where it is read); older plans
+    go with their results and commit marks."""
+    from mirrorflow.lease import FlowLease
+    from mirrorflow.source.plan_store import KEEP_PLANS
+
+    config, a, b = setup
+    flow = config.flow("a->b")
+    store = PlanStore(config, flow)
+    with FlowLease(config, flow, "pruning"):
+        plan, _ = plan_run(config, flow, "run-1")
+        # Older plans, stored before it: the first has a later creation time than the plan,
+        # one is malformed.
+        ids = [f"old{i}" for i in range(KEEP_PLANS + 2)]
+        store.topic.write([(b"plan/old0", b'{"created_ms": 99999999999999}'),
+                           (b"result/old0", b"{}")])
+        store.topic.write([(b"plan/old1", b"{not json")])
+        for i in ids[2:]:
+            store.topic.write([(f"plan/{i}".encode(), b"{}"),
+                               (f"committed/{i}".encode(), b'{"run_id": "r"}')])
+        store.topic.write([(b"plan/" + plan.plan_id.encode(), plan.to_json().encode()),
+                           (b"pending", plan.plan_id.encode())])
+        store.mark_committed(plan, "run-1")
+    kept = store.topic.read()
+    assert sorted(k.decode() for k in kept if k.startswith(b"plan/")) == sorted(
+        [f"plan/{i}" for i in ids[3:]] + [f"plan/{plan.plan_id}"])
+    assert b"result/old0" not in kept and b"committed/old2" not in kept
+    assert b"committed/old3" in kept and b"pending" not in kept
+    assert kept[f"committed/{plan.plan_id}".encode()].startswith(b'{"run_id": "run-1"')
+
+
 def test_source_unreachable_names_the_cluster(tmp_path: Path) -> None:
     path = config_file(tmp_path / "c.properties", {"a": "127.0.0.1:1", "b": "127.0.0.1:2"},
                        "a->b.enabled = true")
