@@ -33,7 +33,7 @@ from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan import plan_run
 from mirrorflow.source.plan_records import PlanError
 from mirrorflow.source.plan_store import PlanStore
-from mirrorflow.source.write_task import WriteError
+from mirrorflow.source.write_task import RecordTooLargeError, WriteError
 from mirrorflow.spark.mirror import SourceTopicGoneError, mirror
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
@@ -274,8 +274,9 @@ def test_record_larger_than_the_target_max_message_bytes_names_its_offset(
     records[17] = (b"big", b"x" * 50_000, None, 1_700_000_000_017)
     produce(a, "orders", records, 1)
     path = config_file(tmp_path / "mm2.properties", bootstraps, "a->b.enabled = true")
-    with pytest.raises(WriteError, match=r"cannot write orders\[0\] offset 17 to a\.orders: .*"
-                                         r"larger than a\.orders's max\.message\.bytes = 20000"):
+    with pytest.raises(RecordTooLargeError,
+                       match=r"cannot write orders\[0\] offset 17 to a\.orders: .*"
+                             r"larger than a\.orders's max\.message\.bytes = 20000"):
         run_cycle(path, "a->b", spark=spark)
     assert positions(path) == {}
 

@@ -23,7 +23,7 @@ from helpers.kafka import (
 from mirrorflow.config.loader import load_config
 from mirrorflow.run import run_cycle
 from mirrorflow.source.offsets import OffsetStore
-from mirrorflow.source.write_task import WriteError
+from mirrorflow.source.write_task import RecordTooLargeError
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -96,7 +96,7 @@ def test_the_limit_holds_at_its_boundary_and_follows_the_source(spark, two_clust
     over = sized(LIMIT + 1)
     produce(a, "orders", varied_records(3, 20), 1)
     produce(a, "orders", [over], 1, **{"message.max.bytes": 400_000})
-    with pytest.raises(WriteError, match=(
+    with pytest.raises(RecordTooLargeError, match=(
             rf"^cannot write orders\[0\] offset 14 to a\.orders: the record is {LIMIT + 1} "
             rf"bytes as a record batch, larger than a\.orders's max\.message\.bytes = {LIMIT} "
             r"on cluster 'b'; raise it there \(config sync copies the source topic's\), then "

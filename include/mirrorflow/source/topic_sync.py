@@ -238,22 +238,24 @@ def source_topic_configs(config: MirrorConfig, flow: FlowConfig,
 MESSAGE_LIMIT = "max.message.bytes"
 
 
-def message_limits(config: MirrorConfig, flow: FlowConfig, remote_of: Mapping[str, str]
-                   ) -> dict[str, int]:
+def message_limits(config: MirrorConfig, flow: FlowConfig, remote_of: Mapping[str, str],
+                   raise_to_source: bool = True) -> dict[str, int]:
     """Each remote topic's ``max.message.bytes`` as the writer must keep to it now (per
     remote topic of ``remote_of``: source topic -> remote topic).
 
-    Where a source topic takes larger records than its remote topic and config sync
-    would copy the setting (``sync.topic.configs.enabled``, not matched by
-    ``config.properties.exclude``, not a source default under ``use.defaults.from =
-    target``), the remote topic is raised to it first, as the flow's next config sync
-    would: a record the source took is not refused for a limit that sync lifts, and a
-    plan left pending by such a refusal goes on once the source is raised."""
+    With ``raise_to_source``, where a source topic takes larger records than its remote
+    topic and config sync would copy the setting (``sync.topic.configs.enabled``, not
+    matched by ``config.properties.exclude``, not a source default under
+    ``use.defaults.from = target``), the remote topic is raised to it first, as the flow's
+    next config sync would: a record the source took is not refused for a limit that sync
+    lifts, and a plan left pending by such a refusal goes on once the source is raised.
+    (The mirror asks for that once a record is refused: the source topics' configs,
+    described every run, cost a run of 1,000 partitions some 60 ms.)"""
     target = config.cluster(flow.target)
     current = describe_configs(target, sorted(set(remote_of.values())))
     limits = {topic: int(entries[MESSAGE_LIMIT].value) for topic, entries in current.items()
               if MESSAGE_LIMIT in entries and str(entries[MESSAGE_LIMIT].value).isdigit()}
-    if not flow.get("sync.topic.configs.enabled") or not remote_of:
+    if not raise_to_source or not flow.get("sync.topic.configs.enabled") or not remote_of:
         return limits
     raised: dict[str, dict[str, str | None]] = {}
     for topic, entries in describe_configs(config.cluster(flow.source), sorted(remote_of)).items():

@@ -25,6 +25,12 @@ class WriterFencedError(WriteError):
     plan. Raised by the JVM writer as ``WriterFencedException``."""
 
 
+class RecordTooLargeError(WriteError):
+    """A record is larger, as a record batch, than its remote topic's ``max.message.bytes``
+    (refused before it was sent; the message names the range, offset, size and limit).
+    Raised by the JVM writer as ``RecordTooLargeException``."""
+
+
 @dataclass(frozen=True)
 class WriteTask:
     """One planned range, as the write task of its slot sees it."""

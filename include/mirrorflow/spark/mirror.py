@@ -35,7 +35,7 @@ from mirrorflow.source import ledger, topic_sync
 from mirrorflow.source.history import merge_spans
 from mirrorflow.source.plan_records import Plan
 from mirrorflow.source.plan_store import PlanStore
-from mirrorflow.source.write_task import WriteError, WriteTask
+from mirrorflow.source.write_task import RecordTooLargeError, WriteError, WriteTask
 from mirrorflow.spark.kafka_source import kafka_options
 
 log = logging.getLogger(__name__)
@@ -89,17 +89,24 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
         _check_topics_exist(source, {t for ranges in reads.values() for t, *_ in ranges})
         # The remote topics' limits now, not as planned: a plan a too large record left
         # pending goes on once the limit is raised.
-        limits = topic_sync.message_limits(config, flow, {t.topic: t.remote_topic
-                                                          for t in pending.values()})
-        pending = {tp: replace(t, max_message_bytes=limits.get(t.remote_topic,
-                                                               t.max_message_bytes))
-                   for tp, t in pending.items()}
+        remote_of = {t.topic: t.remote_topic for t in pending.values()}
+        limits = topic_sync.message_limits(config, flow, remote_of, raise_to_source=False)
         ledger.spans_store(target, flow.source, flow.get("replication.factor")).ensure()
         groups = [ranges for _, ranges in sorted(reads.items())]
-        options = mirror_options(config, flow, pending, groups)
+        options = mirror_options(config, flow, _limited(pending, limits), groups)
         carried, scanned = _map_schema_ids(spark, config, flow, plan, groups, options,
                                            scan=False)
         try:
+            rows = _write(spark, options)
+        except RecordTooLargeError:
+            # Raised to the source topic's limit where config sync would copy it, and
+            # written on from where the refused attempt stopped (nothing twice); else the
+            # refusal stands.
+            raised = topic_sync.message_limits(config, flow, remote_of)
+            if raised == limits:
+                raise
+            options["tasks"] = mirror_options(config, flow, _limited(pending, raised),
+                                              groups)["tasks"]
             rows = _write(spark, options)
         except MirrorflowError as exc:
             if scanned or UNMAPPED not in str(exc):
@@ -113,6 +120,14 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
         for done in attempt:  # the ids its records carry: the proof checks their mappings
             done["schema_ids"] = carried.get((done["topic"], done["partition"]), [])
     return plan_result(config, flow, plan, attempt)
+
+
+def _limited(pending: dict[tuple[str, int], WriteTask], limits: dict[str, int]
+             ) -> dict[tuple[str, int], WriteTask]:
+    """``pending`` with each remote topic's ``max.message.bytes`` of ``limits`` (as
+    planned where it has none)."""
+    return {tp: replace(t, max_message_bytes=limits.get(t.remote_topic, t.max_message_bytes))
+            for tp, t in pending.items()}
 
 
 def _write(spark, options: dict[str, str]) -> list:

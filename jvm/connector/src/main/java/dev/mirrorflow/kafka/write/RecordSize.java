@@ -75,7 +75,7 @@ public final class RecordSize {
         }
         int size = batchSize(record.key(), record.value(), headers);
         if (size > limit) {
-            throw new WriteException("cannot write " + task.source() + " offset " + record.offset() + " to "
+            throw new RecordTooLargeException("cannot write " + task.source() + " offset " + record.offset() + " to "
                     + task.remoteTopic() + ": the record is " + size + " bytes as a record batch, larger than "
                     + task.remoteTopic() + "'s max.message.bytes = " + limit + " on cluster " + cluster
                     + "; raise it there (config sync copies the source topic's), then rerun");
