@@ -13,10 +13,14 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *
  * <ul>
  *   <li>Defaults: {@code linger.ms=20}, {@code batch.size=1000000} or, where less, the slot's
- *       share of {@code buffer.memory} per remote partition (at least Kafka's 16 KiB default:
- *       the producer takes a whole {@code batch.size} buffer for each partition's open batch,
- *       so 2,500 partitions of a record each, at 1 MB a batch, waited for the 64 MiB pool to
- *       drain dozens of times, and every buffer was a humongous object to G1), no compression (Kafka's
+ *       share of {@code buffer.memory} per remote partition, or what its largest range would
+ *       fill at {@link #BYTES_PER_OFFSET} a record (at least Kafka's 16 KiB default: the
+ *       producer takes a whole {@code batch.size} buffer for each partition's open batch, so
+ *       2,500 partitions of a record each, at 1 MB a batch, waited for the 64 MiB pool to
+ *       drain dozens of times, and every buffer was a humongous object to G1; and 1,000
+ *       partitions of 3 records each, at 128 KiB a batch, allocated 130 MiB a run for 3,000
+ *       records, half of a warm Connect server's allocation, collected 4 to 9 times a run),
+ *       no compression (Kafka's
  *       and MirrorMaker 2's default: the Java producer, unlike librdkafka, sends a batch
  *       compressed even where that makes it larger, so a record at its topic's limit would be
  *       refused; the file's {@code <target>.producer.compression.type} sets one),
@@ -54,6 +58,9 @@ final class ProducerSettings {
     static final long BATCH_SIZE = 1_000_000;
     /** The smallest: Kafka's default {@code batch.size}. */
     static final long MIN_BATCH_SIZE = 16 * 1024;
+    /** The bytes a record of a range is taken to need, bounding a batch by the range's offsets
+     * (a larger record makes a batch of its own size, as it always could). */
+    static final long BYTES_PER_OFFSET = 1024;
 
     private ProducerSettings() {
     }
@@ -63,9 +70,11 @@ final class ProducerSettings {
      *
      * @param target          the target's producer settings, as given
      * @param limits          the {@code max.message.bytes} of each of the slot's remote partitions (0: unknown)
+     * @param largestRange    the most offsets one of the slot's ranges plans
      * @param transactionalId the slot's id, or null for an idempotent producer without transactions
      */
-    static Map<String, Object> of(Map<String, String> target, List<Long> limits, String transactionalId) {
+    static Map<String, Object> of(Map<String, String> target, List<Long> limits, long largestRange,
+                                  String transactionalId) {
         Map<String, Object> config = new HashMap<>();
         config.put(ProducerConfig.LINGER_MS_CONFIG, "20");
         config.put(ProducerConfig.BUFFER_MEMORY_CONFIG, String.valueOf(64L * 1024 * 1024));
@@ -75,8 +84,10 @@ final class ProducerSettings {
         config.put(ProducerConfig.METRIC_REPORTER_CLASSES_CONFIG, "");
         config.put(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, RETRY_BACKOFF_MS);
         config.putAll(target);
-        config.putIfAbsent(ProducerConfig.BATCH_SIZE_CONFIG, String.valueOf(Math.min(BATCH_SIZE, Math.max(MIN_BATCH_SIZE,
-                number(config, ProducerConfig.BUFFER_MEMORY_CONFIG) / Math.max(1, limits.size())))));
+        long share = number(config, ProducerConfig.BUFFER_MEMORY_CONFIG) / Math.max(1, limits.size());
+        long fill = largestRange > BATCH_SIZE / BYTES_PER_OFFSET ? BATCH_SIZE : largestRange * BYTES_PER_OFFSET;
+        config.putIfAbsent(ProducerConfig.BATCH_SIZE_CONFIG,
+                String.valueOf(Math.max(MIN_BATCH_SIZE, Math.min(BATCH_SIZE, Math.min(share, fill)))));
         config.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
         config.put(ProducerConfig.ACKS_CONFIG, "all");
         config.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());

@@ -110,8 +110,9 @@ public final class SlotWriter extends SlotTransactions {
         WriteTask task = tasks.get(0);
         String txnId = WriteTask.transactionalId(task.flow(), task.slot());
         List<Long> limits = tasks.stream().map(WriteTask::maxMessageBytes).toList();
+        long largest = tasks.stream().mapToLong(t -> t.end() - t.start()).max().orElse(0);
         String where = "cluster " + config.cluster() + ", writing " + where();
-        Producer<byte[], byte[]> created = newProducer(ProducerSettings.of(producerSettings, limits, txnId), where);
+        Producer<byte[], byte[]> created = newProducer(ProducerSettings.of(producerSettings, limits, largest, txnId), where);
         try {
             created.initTransactions();
             transactional = true;
@@ -132,7 +133,7 @@ public final class SlotWriter extends SlotTransactions {
             LOG.warn("transactions unavailable for {} ({}); writing at-least-once with an idempotent producer", where,
                     Failures.describe(e));
             atLeastOnce = "cluster " + config.cluster() + " refuses transactions: " + Failures.describe(e);
-            created = newProducer(ProducerSettings.of(producerSettings, limits, null), where);
+            created = newProducer(ProducerSettings.of(producerSettings, limits, largest, null), where);
         }
         producer = created;
         Map<TopicPartition, ResumePositions.Resume> resume;
