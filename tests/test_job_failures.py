@@ -29,7 +29,7 @@ from mirrorflow.run import run_cycle
 from mirrorflow.source.offsets import OffsetStore
 from mirrorflow.source.plan import plan_run
 from mirrorflow.source.plan_store import PlanStore
-from mirrorflow.source.write_task import WriteError, WriterFencedError
+from mirrorflow.source.write_task import RecordTooLargeError, WriterFencedError
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -100,10 +100,10 @@ def test_a_failed_spark_submit_job_says_why_and_keeps_its_driver_log(
     assert too_large.startswith(TOO_LARGE)
     log = driver_log(too_large)
     assert log.parent.name == "too-large" and log.name == "spark-driver.log"
-    assert "WriteError: cannot write orders[0] offset 17" in log.read_text()
+    assert "RecordTooLargeError: cannot write orders[0] offset 17" in log.read_text()
     assert "SparkContext: Successfully stopped SparkContext" in log.read_text()
     store = PlanStore(load_config(path), load_config(path).flow("a->b"))
-    assert store.failure(store.pending().plan_id)["error"] == "WriteError"
+    assert store.failure(store.pending().plan_id)["error"] == "RecordTooLargeError"
 
     path = lost_before_written(two_clusters, tmp_path)
     lost = cli_error(path, "b->a", "lost")
@@ -154,7 +154,7 @@ def test_the_airflow_mirror_task_on_spark_submit_fails_with_the_jobs_own_error(
     task's exception is the job's own error (its class and message), not the provider's
     exit status, and names the driver's log kept in the run's report folder."""
     if case == "too large":
-        path, flow, error = too_large_at_17(two_clusters, tmp_path), "a->b", WriteError
+        path, flow, error = too_large_at_17(two_clusters, tmp_path), "a->b", RecordTooLargeError
     elif case == "lost":
         path, flow, error = lost_before_written(two_clusters, tmp_path), "b->a", DataLossError
     else:
