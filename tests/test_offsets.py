@@ -172,6 +172,40 @@ def test_reads_in_one_context_fetch_only_what_is_new(two_clusters: dict[str, str
 
 
 @pytest.mark.broker
+def test_a_holders_commits_are_awaited_at_their_next_read_and_at_its_end(
+        two_clusters: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A committed state write is readable (its transaction markers written) for the
+    holder's next read of its topic and for everyone once the lease ends; the holder does
+    not wait for it right after the commit."""
+    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
+                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n"
+                          "replication.factor = 1\n")
+    first = CompactedTopic(config.cluster("b"), "settle.first")
+    second = CompactedTopic(config.cluster("b"), "settle.second")
+    awaited: list[list[tuple[str, int]]] = []
+    real = internal_topics.await_readable
+
+    def spy(cluster, ends, timeout) -> None:
+        awaited.append(sorted(ends))
+        real(cluster, ends, timeout)
+
+    monkeypatch.setattr(internal_topics, "await_readable", spy)
+    with FlowLease(config, config.flow("a->b"), "settling"):
+        first.write([(b"k", b"1")])
+        second.write([(b"k", b"2")])
+        with internal_topics.one_transaction():
+            first.write([(b"k", b"3")])
+            second.write([(b"k", b"4")])
+        assert awaited == []
+        assert first.read() == {b"k": b"3"}
+        assert awaited == [[("settle.first", 0)]]
+    assert awaited == [[("settle.first", 0)], [("settle.second", 0)]]
+    assert second.read() == {b"k": b"4"}
+    first.write([(b"k", b"5")])  # without a lease: unfenced, no transaction to wait for
+    assert len(awaited) == 2 and first.read() == {b"k": b"5"}
+
+
+@pytest.mark.broker
 def test_internal_topics_roll_segments_so_the_cleaner_bounds_them(
         two_clusters: dict[str, str]) -> None:
     """Every internal topic mirrorflow creates, its own and MM2's, rolls a segment every 10

@@ -27,7 +27,7 @@ from mirrorflow.config.loader import load_config
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.heartbeat import heartbeats
-from mirrorflow.kafka.internal_topics import one_transaction
+from mirrorflow.kafka.internal_topics import one_transaction, settle_writes
 from mirrorflow.lease import FlowLease, unfenced_reason
 from mirrorflow.plain import plain
 from mirrorflow.progress import Sink, WriteProgress, describe_plan
@@ -126,6 +126,7 @@ def mirror_step(config: MirrorConfig, config_path: str, flow: FlowConfig, plan: 
     which is kept with the run's report."""
     master = master or flow.get("mirrorflow.spark.master")
     run_id = run_id or plan.run_id
+    settle_writes()  # the job reads the plan this process may have just stored
     submitted_ms = int(time.time() * 1000)
     with driver_class_archive(master) as archive, \
             tempfile.TemporaryDirectory(prefix="mirrorflow-submit-") as work_dir:

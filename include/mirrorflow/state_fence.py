@@ -16,7 +16,7 @@ from mirrorflow.kafka.internal_topics import (
     Headers,
     InternalTopicError,
     Write,
-    await_readable,
+    readable_later,
 )
 
 log = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ class StateFence:
                         self._produce(topic.topic, key, value, headers, landed)
                 self._producer.commit_transaction(timeout)
                 self._producer.poll(0)  # the delivery reports of what the commit flushed
-                await_readable(self.target, ends, timeout)
+                readable_later(self.target, ends, timeout)
                 return
             except KafkaException as exc:
                 error = self._cause(exc.args[0])

@@ -137,24 +137,91 @@ _READS: contextvars.ContextVar[dict[tuple[str, str], _ReadLog] | None] = \
     contextvars.ContextVar("internal_reads", default=None)
 
 
+@dataclass
+class _Unsettled:
+    """Committed transactions of this context whose ends a ``read_committed`` reader may
+    not see yet, per cluster (:func:`readable_later`)."""
+
+    clusters: dict[str, ClusterConfig] = field(default_factory=dict)
+    ends: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+
+    def add(self, cluster: ClusterConfig, ends: dict[tuple[str, int], int]) -> None:
+        self.clusters[cluster.bootstrap_servers] = cluster
+        found = self.ends.setdefault(cluster.bootstrap_servers, {})
+        for tp, end in ends.items():
+            found[tp] = max(found.get(tp, 0), end)
+
+    def settle(self, cluster: ClusterConfig, topic: str | None, timeout: float) -> None:
+        """Wait until ``topic``'s (every topic's, for None) are readable."""
+        found = self.ends.get(cluster.bootstrap_servers, {})
+        due = {tp: end for tp, end in found.items() if topic is None or tp[0] == topic}
+        if due:
+            await_readable(cluster, due, timeout)
+            for tp in due:
+                del found[tp]
+
+
+_UNSETTLED: contextvars.ContextVar[_Unsettled | None] = contextvars.ContextVar(
+    "internal_unsettled", default=None)
+
+
 @contextlib.contextmanager
-def incremental_reads() -> Iterator[None]:
+def incremental_reads(timeout: float = 30.0) -> Iterator[None]:
     """Within this context, :func:`read_log` fetches only what a topic gained since this
     context last read it (a run reads its state topics a dozen times: plans of 1,000
     ranges each were fetched and decoded again every time). What it returns is what a
     full read would: a topic deleted and created again (a new topic id) is read anew, and
     records below the log start (retention, deleted records) are dropped. Records that
     compaction removed meanwhile may still be returned, as a read just before compaction
-    would have; every reader takes the newest record of a key. Nested contexts share
-    the outer one's reads."""
+    would have; every reader takes the newest record of a key.
+
+    The context's committed state writes are waited for (:func:`readable_later`) where a
+    read of their topic comes first, and all of them when it ends: whoever reads the state
+    next (another task, another process) sees them. Nested contexts share the outer
+    one's reads and waits."""
     if _READS.get() is not None:
         yield
         return
     token = _READS.set({})
+    pending = _UNSETTLED.set(_Unsettled())
+    failed = False
     try:
         yield
+    except BaseException:
+        failed = True
+        raise
     finally:
-        _READS.reset(token)
+        try:
+            settle_writes(timeout)
+        except MirrorflowError:
+            if not failed:  # the context's own failure is the one reported
+                raise
+        finally:
+            _UNSETTLED.reset(pending)
+            _READS.reset(token)
+
+
+def settle_writes(timeout: float = 30.0) -> None:
+    """Wait until every state write of this context is readable, before another process
+    reads them while the context goes on (a spark-submit job reading the plan)."""
+    unsettled = _UNSETTLED.get()
+    if unsettled is not None:
+        for cluster in unsettled.clusters.values():
+            unsettled.settle(cluster, None, timeout)
+
+
+def readable_later(cluster: ClusterConfig, ends: dict[tuple[str, int], int],
+                   timeout: float) -> None:
+    """:func:`await_readable` for a committed transaction's ``ends``: at once outside
+    :func:`incremental_reads`; within it, before the next read of one of their topics and
+    at the context's end. The wait is some 8 ms after each commit (the markers the
+    coordinator writes once it has answered), which a run's half dozen state writes paid
+    one after the other, most of them never read back in the run."""
+    unsettled = _UNSETTLED.get()
+    if unsettled is None:
+        await_readable(cluster, ends, timeout)
+    else:
+        unsettled.add(cluster, ends)
 
 
 def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[LogRecord]:
@@ -163,6 +230,9 @@ def read_log(cluster: ClusterConfig, topic: str, timeout: float = 60.0) -> list[
 
     A missing topic reads as empty. Used for MM2's internal topics, which are small.
     """
+    unsettled = _UNSETTLED.get()
+    if unsettled is not None:
+        unsettled.settle(cluster, topic, timeout)
     description = clients.describe_topics(cluster, [topic], 15).get(topic)
     if description is None:
         return []
