@@ -20,6 +20,7 @@ from dataclasses import replace
 from mirrorflow.config.model import FlowConfig, MirrorConfig
 from mirrorflow.errors import DataLossError, MirrorflowError, one_line, raised_within
 from mirrorflow.kafka import clients
+from mirrorflow.kafka.internal_topics import await_readable
 from mirrorflow.kafka.watermarks import log_starts
 from mirrorflow.plain import plain
 from mirrorflow.schema import mapping
@@ -41,6 +42,8 @@ from mirrorflow.spark.kafka_source import kafka_options
 log = logging.getLogger(__name__)
 
 MIRROR_FORMAT = "mirrorflow-mirror"
+# How long the mirror waits for its writers' committed records to become readable.
+READABLE_TIMEOUT_S = 60.0
 
 
 class MirrorJobError(MirrorflowError):
@@ -119,6 +122,13 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
         attempt = [json.loads(row["result"]) for row in rows]
         for done in attempt:  # the ids its records carry: the proof checks their mappings
             done["schema_ids"] = carried.get((done["topic"], done["partition"]), [])
+        # A transaction's markers reach its partitions a moment after its commit returns
+        # (the coordinator writes them once it has answered): the proof reads the remote
+        # partitions read_committed to their ends, which stop short of a commit whose
+        # markers are not there yet (a proof found a remote partition empty).
+        await_readable(target, {(d["remote_topic"], d["partition"]): d["last_downstream"] + 1
+                                for d in attempt if d.get("last_downstream") is not None},
+                       READABLE_TIMEOUT_S)
     return plan_result(config, flow, plan, attempt)
 
 
