@@ -157,9 +157,9 @@ class PlanStore:
         stored = sorted((r.timestamp, r.partition, r.offset, key[len(b"plan/"):])
                         for key, r in entries.items() if key.startswith(b"plan/"))
         old = [i for *_, i in stored[:-KEEP_PLANS]]
-        pending = entries.get(PENDING_KEY)
-        pending = [(PENDING_KEY, None)] if pending is not None \
-            and pending.value == plan.plan_id.encode() else []
+        mark = entries.get(PENDING_KEY)
+        pending = [(PENDING_KEY, None)] if mark is not None \
+            and mark.value == plan.plan_id.encode() else []
         done = json.dumps({"run_id": run_id, "at_ms": int(time.time() * 1000)}).encode()
         self.topic.write(pending
                          + [(b"committed/" + plan.plan_id.encode(), done)]
