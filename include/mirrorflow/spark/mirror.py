@@ -108,8 +108,7 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
             raised = topic_sync.message_limits(config, flow, remote_of)
             if raised == limits:
                 raise
-            options["tasks"] = mirror_options(config, flow, _limited(pending, raised),
-                                              groups)["tasks"]
+            options["tasks"] = _tasks_option(_limited(pending, raised), groups)
             rows = _write(spark, options)
         except MirrorflowError as exc:
             if scanned or UNMAPPED not in str(exc):
@@ -154,17 +153,23 @@ def mirror_options(config: MirrorConfig, flow: FlowConfig,
     """The options of a ``mirrorflow-mirror`` read: each write slot's ranges (their write
     tasks, and where the read of each starts), both clusters' Java client settings, the
     writer's names."""
-    starts = {(topic, partition): start
-              for group in groups for topic, partition, start, _ in group}
-    tasks = [{**plain(task), "read_start": starts[tp]} for tp, task in pending.items()]
     transfer = flow.schema_transfer
     options = {f"source.{k}": v for k, v in kafka_options(config.cluster(flow.source)).items()}
     options.update({f"target.kafka.{k}": v for k, v in clients.java_client_config(
         config.cluster(flow.target), "producer").items()})
-    options.update({"tasks": json.dumps(tasks), "sourceAlias": flow.source,
+    options.update({"tasks": _tasks_option(pending, groups), "sourceAlias": flow.source,
                     "targetAlias": flow.target,
                     "digestHeaders": str(transfer is None or transfer.include_headers).lower()})
     return options
+
+
+def _tasks_option(pending: dict[tuple[str, int], WriteTask],
+                  groups: list[list[tuple[str, int, int, int]]]) -> str:
+    """The ``tasks`` option: each write task, and where the read of its range starts."""
+    starts = {(topic, partition): start
+              for group in groups for topic, partition, start, _ in group}
+    return json.dumps([{**plain(task), "read_start": starts[tp]}
+                       for tp, task in pending.items()])
 
 
 def _map_schema_ids(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan,

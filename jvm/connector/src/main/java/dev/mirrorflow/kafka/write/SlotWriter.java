@@ -112,7 +112,9 @@ public final class SlotWriter extends SlotTransactions {
         List<Long> limits = tasks.stream().map(WriteTask::maxMessageBytes).toList();
         long largest = tasks.stream().mapToLong(t -> t.end() - t.start()).max().orElse(0);
         String where = "cluster " + config.cluster() + ", writing " + where();
-        Producer<byte[], byte[]> created = newProducer(ProducerSettings.of(producerSettings, limits, largest, txnId), where);
+        Map<String, Object> settings = ProducerSettings.of(producerSettings, limits, largest, txnId);
+        spanRecordBytes = SpanRecords.limit(ProducerSettings.number(settings, ProducerConfig.MAX_REQUEST_SIZE_CONFIG));
+        Producer<byte[], byte[]> created = newProducer(settings, where);
         try {
             created.initTransactions();
             transactional = true;
@@ -178,7 +180,6 @@ public final class SlotWriter extends SlotTransactions {
     }
 
     private Producer<byte[], byte[]> newProducer(Map<String, Object> settings, String where) {
-        spanRecordBytes = SpanRecords.limit(ProducerSettings.number(settings, ProducerConfig.MAX_REQUEST_SIZE_CONFIG));
         try {
             return clients.producer(settings);
         } catch (KafkaException e) {

@@ -12,9 +12,10 @@ import java.util.List;
  * (upstream, downstream) pairs where the distance between them changes, the first record's pair
  * included.
  *
- * <p>The record's key and JSON value are byte for byte those of the Python writer (compact
- * separators, the field order of {@code Span.value()}, non-ASCII escaped as {@code json.dumps}
- * does): the driver, the proof and the offset syncs read them, whichever writer wrote them.
+ * <p>Its key and JSON are byte for byte those of the Python writer (compact separators, the
+ * field order of {@code Span.value()}, non-ASCII escaped as {@code json.dumps} does, so the JSON
+ * is ASCII): the driver, the proof and the offset syncs read them ({@link SpanRecords}),
+ * whichever writer wrote them.
  *
  * @param planId          the plan that wrote it
  * @param topic           the source topic
@@ -56,11 +57,6 @@ public record Span(String planId, String topic, int partition, String remoteTopi
     public byte[] key() {
         return (planId + "/" + topic + "/" + partition + "/" + remoteTopic + "/" + downstreamFirst)
                 .getBytes(StandardCharsets.UTF_8);
-    }
-
-    /** The record's value: {@link #json()} in UTF-8 (ASCII, as {@code json.dumps} escapes). */
-    public byte[] value() {
-        return json().getBytes(StandardCharsets.UTF_8);
     }
 
     /** {@code {"plan":...,"topic":...,"partition":0,"remote":...,"u":[a,b],"d":[c,d],"n":n,"syncs":[[u,d],...]}}. */
