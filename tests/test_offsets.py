@@ -206,6 +206,37 @@ def test_a_holders_commits_are_awaited_at_their_next_read_and_at_its_end(
 
 
 @pytest.mark.broker
+def test_a_holder_whose_writes_cannot_be_settled_reports_its_own_failure_and_releases(
+        two_clusters: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A holder's body failure is the one raised, not its writes' failing to settle at the
+    lease's end; that failure is raised where the body succeeded; the lease is released
+    both times. The double stands for markers that never arrive, which cannot be caused."""
+    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
+                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n"
+                          "replication.factor = 1\n")
+    flow = config.flow("a->b")
+    topic = CompactedTopic(config.cluster("b"), "settle.never")
+
+    def never(cluster, ends, timeout) -> None:
+        raise internal_topics.InternalTopicError(
+            f"cluster 'b': the committed write to {sorted(ends)} is not readable")
+
+    monkeypatch.setattr(internal_topics, "await_readable", never)
+    with pytest.raises(ValueError, match=r"^the body's own$"), \
+            FlowLease(config, flow, "failing"):
+        topic.write([(b"k", b"1")])
+        raise ValueError("the body's own")
+    assert FlowLease(config, flow, "x").current() is None  # released
+    with pytest.raises(internal_topics.InternalTopicError,
+                       match=r"^cluster 'b': the committed write to \[\('settle\.never', 0\)\]"), \
+            FlowLease(config, flow, "settling"):
+        topic.write([(b"k", b"2")])
+    assert FlowLease(config, flow, "x").current() is None
+    monkeypatch.undo()
+    assert topic.read() == {b"k": b"2"}
+
+
+@pytest.mark.broker
 def test_internal_topics_roll_segments_so_the_cleaner_bounds_them(
         two_clusters: dict[str, str]) -> None:
     """Every internal topic mirrorflow creates, its own and MM2's, rolls a segment every 10

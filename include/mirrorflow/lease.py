@@ -318,19 +318,23 @@ class FlowLease:
                 "may hold the flow, so nothing more is committed")
 
     def __exit__(self, *exc_info) -> None:
-        self._reads.close()
-        if self._fence_token is not None:
-            _HELD.reset(self._token)
-            unfenced(self._fence_token)
-        if self._own_fence:
-            self._fence.close()
-        self._stop.set()
-        if self._renewer is not None:
-            self._renewer.join()
-        if not self.lost.is_set():
-            if self._run_held:  # the run hold lapses counting from this task's end
-                self._append("renew", RUN_HOLDER, self.run_ttl_ms)
-            self._append("release")
+        # The holder's own failure goes to its reads' context, which then reports it rather
+        # than a failure to settle its writes; and the lease is released either way.
+        try:
+            self._reads.__exit__(*exc_info)
+        finally:
+            if self._fence_token is not None:
+                _HELD.reset(self._token)
+                unfenced(self._fence_token)
+            if self._own_fence:
+                self._fence.close()
+            self._stop.set()
+            if self._renewer is not None:
+                self._renewer.join()
+            if not self.lost.is_set():
+                if self._run_held:  # the run hold lapses counting from this task's end
+                    self._append("renew", RUN_HOLDER, self.run_ttl_ms)
+                self._append("release")
 
 
 def unfenced_reason() -> str | None:

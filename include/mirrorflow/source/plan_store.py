@@ -151,11 +151,16 @@ class PlanStore:
         the plan, and drop all but the newest :data:`KEEP_PLANS` plans and their records,
         newest by when they were stored: no stored plan is parsed (the newest plans of a
         flow of 1,000 partitions are 20 documents of 1,000 ranges each, which every commit
-        parsed to sort them, 20,000 ranges a run)."""
+        parsed to sort them, 20,000 ranges a run). Stored order is their offsets on the
+        store's one partition; only between partitions of a topic made with more is it
+        their timestamps, which a writer's clock behind the others' would misorder."""
         check_held()
         entries = self.topic.read_records()
-        stored = sorted((r.timestamp, r.partition, r.offset, key[len(b"plan/"):])
-                        for key, r in entries.items() if key.startswith(b"plan/"))
+        plans = [(r, key[len(b"plan/"):]) for key, r in entries.items()
+                 if key.startswith(b"plan/")]
+        spread = len({r.partition for r, _ in plans}) > 1
+        stored = sorted((r.timestamp if spread else 0, r.partition, r.offset, i)
+                        for r, i in plans)
         old = [i for *_, i in stored[:-KEEP_PLANS]]
         mark = entries.get(PENDING_KEY)
         pending = [(PENDING_KEY, None)] if mark is not None \

@@ -22,6 +22,7 @@ from mirrorflow.errors import DataLossError, MirrorflowError, one_line, raised_w
 from mirrorflow.kafka import clients
 from mirrorflow.kafka.internal_topics import await_readable
 from mirrorflow.kafka.watermarks import log_starts
+from mirrorflow.lease import unfenced_reason
 from mirrorflow.plain import plain
 from mirrorflow.schema import mapping
 from mirrorflow.schema.ids_in_ranges import (
@@ -91,9 +92,12 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
     if reads:
         _check_topics_exist(source, {t for ranges in reads.values() for t, *_ in ranges})
         # The remote topics' limits now, not as planned: a plan a too large record left
-        # pending goes on once the limit is raised.
+        # pending goes on once the limit is raised. Raised to the source's at once where
+        # the target refuses the flow's transactions: a refused record's chunk, written
+        # at-least-once, cannot be taken back, and would be written twice on the retry.
         remote_of = {t.topic: t.remote_topic for t in pending.values()}
-        limits = topic_sync.message_limits(config, flow, remote_of, raise_to_source=False)
+        limits = topic_sync.message_limits(config, flow, remote_of,
+                                           raise_to_source=unfenced_reason() is not None)
         ledger.spans_store(target, flow.source, flow.get("replication.factor")).ensure()
         groups = [ranges for _, ranges in sorted(reads.items())]
         options = mirror_options(config, flow, _limited(pending, limits), groups)
@@ -103,8 +107,8 @@ def mirror(spark, config: MirrorConfig, flow: FlowConfig, plan: Plan) -> dict:
             rows = _write(spark, options)
         except RecordTooLargeError:
             # Raised to the source topic's limit where config sync would copy it, and
-            # written on from where the refused attempt stopped (nothing twice); else the
-            # refusal stands.
+            # written on from where the refused attempt stopped (its transaction aborted:
+            # nothing twice); else the refusal stands.
             raised = topic_sync.message_limits(config, flow, remote_of)
             if raised == limits:
                 raise
