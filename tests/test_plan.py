@@ -99,9 +99,13 @@ def test_pending_plan_is_resumed_not_replanned(setup) -> None:
 
 
 def test_a_commit_keeps_the_newest_plans_as_stored_without_parsing_them(setup) -> None:
-    """The store keeps the newest KEEP_PLANS plans by when they were stored, a malformed
-    one among them too (the pending plan alone is parsed, where it is read); older plans
-    go with their results and commit marks."""
+    """The store keeps the newest KEEP_PLANS plans in the order they were stored, whatever
+    their writers' clocks, a malformed one among them too (the pending plan alone is
+    parsed, where it is read); older plans go with their results and commit marks."""
+    import time
+
+    from confluent_kafka import Producer
+
     from mirrorflow.lease import FlowLease
     from mirrorflow.source.plan_store import KEEP_PLANS
 
@@ -119,8 +123,13 @@ def test_a_commit_keeps_the_newest_plans_as_stored_without_parsing_them(setup) -
         for i in ids[2:]:
             store.topic.write([(f"plan/{i}".encode(), b"{}"),
                                (f"committed/{i}".encode(), b'{"run_id": "r"}')])
-        store.topic.write([(b"plan/" + plan.plan_id.encode(), plan.to_json().encode()),
-                           (b"pending", plan.plan_id.encode())])
+        # Stored last by a writer whose clock is a day behind the others'.
+        late = Producer({"bootstrap.servers": b})
+        late.produce(store.topic.topic, key=b"plan/" + plan.plan_id.encode(),
+                     value=plan.to_json().encode(),
+                     timestamp=int(time.time() * 1000) - 86_400_000)
+        assert late.flush(30) == 0
+        store.topic.write([(b"pending", plan.plan_id.encode())])
         store.mark_committed(plan, "run-1")
     kept = store.topic.read()
     assert sorted(k.decode() for k in kept if k.startswith(b"plan/")) == sorted(
