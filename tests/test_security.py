@@ -470,6 +470,52 @@ def test_without_transactional_id_grants_a_run_says_it_was_at_least_once(
 
 
 @pytest.mark.spark
+def test_an_at_least_once_run_raises_the_remote_limit_before_writing_a_larger_record(
+        secure, spark, tmp_path: Path) -> None:
+    """Written at-least-once (no TransactionalId grants), a record larger than its remote
+    topic's max.message.bytes and within the source's: the remote limit is raised to the
+    source's before anything is written, so no chunk is refused part-way and written
+    again; every record is on the target once, in order, and proven."""
+    brokers, ca = secure
+    a, b = brokers["a"].bootstrap, brokers["b"].bootstrap
+    admin_a = AdminClient({"bootstrap.servers": a, **client(ca, "admin")})
+    admin_b = AdminClient({"bootstrap.servers": b, **client(ca, "admin")})
+    admin_a.create_topics([NewTopic("credits", 1, 1, config={
+        "max.message.bytes": "200000"})])["credits"].result(30)
+    admin_b.create_topics([NewTopic("a.credits", 1, 1, config={
+        "max.message.bytes": "100000"})])["a.credits"].result(30)
+    values = [f"v{i}".encode() for i in range(3)] + [b"x" * 150_000] \
+        + [f"v{i}".encode() for i in range(4, 7)]
+    producer = Producer({"bootstrap.servers": a, **client(ca, "admin"), "linger.ms": 0})
+    for i, value in enumerate(values):
+        producer.produce("credits", key=f"k{i}".encode(), value=value)
+        producer.flush(30)  # each record a batch of its own
+    grant(admin_a, "alice", mirror_acls_on_source(["credits"], "b"))
+    grant(admin_b, "alice", [x for x in mirror_acls_on_target("a") if x.restype != TXN])
+    path = tmp_path / "mm2.properties"
+    path.write_text("\n".join(flow_lines("alice", a, b, ca, "credits")) + "\n")
+
+    result = run_cycle(path, "a->b", spark=spark)
+
+    assert result.delivery["exactly_once"] is False
+    assert result.records == 7 and result.validation["success"], result.validation
+    (entries,) = [f.result(30) for f in
+                  admin_b.describe_configs([_topic_resource("a.credits")]).values()]
+    assert entries["max.message.bytes"].value == "200000"
+    reader = Consumer({"bootstrap.servers": b, "group.id": "check-credits",
+                       **client(ca, "admin"), "enable.auto.commit": False})
+    reader.assign([TopicPartition("a.credits", 0, 0)])
+    got = []
+    while len(got) < 7:
+        msg = reader.poll(10)
+        assert msg is not None and msg.error() is None, msg and msg.error()
+        got.append(msg.value())
+    assert reader.get_watermark_offsets(TopicPartition("a.credits", 0), 10) == (0, 7)
+    reader.close()
+    assert got == values
+
+
+@pytest.mark.spark
 @pytest.mark.airflow
 def test_a_write_slot_refused_its_transactions_fails_a_submitted_job_by_name(
         secure, airflow_db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
