@@ -24,6 +24,13 @@ from mirrorflow.source.offsets import OffsetStore, decode, encode_key, encode_va
 from mirrorflow.source.plan_store import PlanStore
 
 
+def a_to_b(two_clusters: dict[str, str], extra: str = ""):
+    """The flow a->b between the two local clusters, with ``extra`` lines."""
+    return parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
+                        f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n"
+                        + extra)
+
+
 def test_key_and_value_bytes_match_mm2() -> None:
     # Connect's JsonConverter (schemas off) of [connector name, MirrorUtils.wrapPartition]:
     assert encode_key("us-west", "orders", 3) == (
@@ -41,8 +48,7 @@ def test_decode_accepts_any_key_order_and_rejects_others() -> None:
 
 @pytest.mark.broker
 def test_commit_and_read_back(two_clusters: dict[str, str]) -> None:
-    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
-                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n")
+    config = a_to_b(two_clusters)
     store = OffsetStore(config.cluster("b"), "a")
     assert store.positions() == {}
     store.commit({("orders", 0): 9, ("orders", 1): 19})
@@ -70,9 +76,7 @@ def test_a_history_read_decodes_the_kinds_of_entries_asked_for(
         two_clusters: dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
     """A flow's history holds three entries per partition; a reader asking for some kinds
     gets those, and the others are not decoded (a damaged one goes unnoticed)."""
-    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
-                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n"
-                          "replication.factor = 1\n")
+    config = a_to_b(two_clusters, "replication.factor = 1\n")
     store = HistoryStore(config.cluster("b"), "a")
     with FlowLease(config, config.flow("a->b"), "r"):
         store.write([RemotePartition("a.orders", 0, 9, 4, [(0, 9)])], {("orders", 0): [(4, 9)]},
@@ -128,8 +132,7 @@ def test_reads_in_one_context_fetch_only_what_is_new(two_clusters: dict[str, str
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A lease holder's steps read a state topic a dozen times: after the first read, each
     fetches only the records added since, and still returns what a full read would."""
-    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
-                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n")
+    config = a_to_b(two_clusters)
     # Compacted and time-bounded (a compacted topic refuses DeleteRecords): retention moves
     # its log start.
     create_topic(two_clusters["b"], "reads.internal", 1, {"cleanup.policy": "compact,delete"})
@@ -177,9 +180,7 @@ def test_a_holders_commits_are_awaited_at_their_next_read_and_at_its_end(
     """A committed state write is readable (its transaction markers written) for the
     holder's next read of its topic and for everyone once the lease ends; the holder does
     not wait for it right after the commit."""
-    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
-                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n"
-                          "replication.factor = 1\n")
+    config = a_to_b(two_clusters, "replication.factor = 1\n")
     first = CompactedTopic(config.cluster("b"), "settle.first")
     second = CompactedTopic(config.cluster("b"), "settle.second")
     awaited: list[list[tuple[str, int]]] = []
@@ -211,9 +212,7 @@ def test_a_holder_whose_writes_cannot_be_settled_reports_its_own_failure_and_rel
     """A holder's body failure is the one raised, not its writes' failing to settle at the
     lease's end; that failure is raised where the body succeeded; the lease is released
     both times. The double stands for markers that never arrive, which cannot be caused."""
-    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
-                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n"
-                          "replication.factor = 1\n")
+    config = a_to_b(two_clusters, "replication.factor = 1\n")
     flow = config.flow("a->b")
     topic = CompactedTopic(config.cluster("b"), "settle.never")
 
@@ -243,11 +242,10 @@ def test_internal_topics_roll_segments_so_the_cleaner_bounds_them(
     minutes (the log cleaner and retention act only on rolled segments, and each run's
     tasks read a topic from its log start), but for the heartbeats topics, which flows
     mirror; a topic that exists keeps its settings."""
-    config = parse_config(f"clusters = a, b\na.bootstrap.servers = {two_clusters['a']}\n"
-                          f"b.bootstrap.servers = {two_clusters['b']}\na->b.enabled = true\n"
-                          "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-                          "checkpoints.topic.replication.factor = 1\n"
-                          "heartbeats.topic.replication.factor = 1\n")
+    config = a_to_b(two_clusters, "replication.factor = 1\n"
+                    "offset-syncs.topic.replication.factor = 1\n"
+                    "checkpoints.topic.replication.factor = 1\n"
+                    "heartbeats.topic.replication.factor = 1\n")
     flow, target = config.flow("a->b"), config.cluster("b")
     create_topic(two_clusters["b"], "heartbeats", 1, {"cleanup.policy": "compact"})
     with FlowLease(config, flow, "r"):  # creates the leases' log
